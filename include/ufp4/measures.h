@@ -26,8 +26,11 @@ typedef struct {
   double bucket_entropy; /* -sum p_i log(p_i + 1e-12), natural log */
   double b_eff;          /* exp(entropy) / n_levels */
   double underflow;      /* fraction of nonzero inputs quantized to 0 */
-  double clipped;        /* fraction of elements with t > g_max (saturated) */
-  size_t n, n_nonfinite; /* element count; elements skipped as NaN/Inf */
+  double clipped;        /* fraction of elements with t > g_max (saturated), beyond a relative
+                            2^-20 that only reflects the fp32 rounding of s = amax/g_max */
+  size_t n, n_nonfinite; /* element count; elements skipped: NaN/Inf inputs and the finite
+                            elements of a block the quantizer poisoned with a NaN scale. All
+                            means and fractions are over the elements kept. */
 } ufp4_qmeasures;
 
 /* Quantizes a rows x cols tensor with format f (RHT included when f->rht > 0) and measures it. */

@@ -22,9 +22,11 @@
  *                   amax = 0 (E8M0); dequantizes to exact zeros.
  *   denormals       quantized like any value, no flush to zero. If s underflows to 0 while
  *                   amax > 0 (FP32: amax < g_max * 2^-149) the block is stored as all-zero, and
- *                   the non-zero inputs count as underflow.
+ *                   ufp4_measure_tensor counts its non-zero inputs as underflow. NVFP4: when
+ *                   d/S_enc is so small that its reciprocal overflows, t = x / (d/S_enc).
  *   huge values     finite values up to FLT_MAX never overflow: s is computed from amax, and
- *                   t saturates at g_max.
+ *                   t saturates at g_max. A dequantized value that would exceed fp32 (E8M0
+ *                   CEIL/EVEN/RCEIL on blocks with amax near 2^128) saturates to +-FLT_MAX.
  *   NaN / Inf       a block holding any NaN or Inf gets a NaN scale (FP32 NaN, E4M3 0x7F, E8M0
  *                   0xFF) and all-zero codes, so it dequantizes to NaN everywhere: the fault
  *                   surfaces instead of being clipped away. For NVFP4, non-finite elements are
@@ -99,10 +101,19 @@ typedef struct {
 /* Quantizes x into q (allocating its arrays; free with ufp4_qtensor_free). */
 int ufp4_quantize(const ufp4_qformat *f, const float *x, size_t rows, size_t cols, ufp4_qtensor *q);
 void ufp4_qtensor_free(ufp4_qtensor *q);
-/* y[r*cols + c] = decode(code) * scale; NaN scale gives NaN. */
+/* y[r*cols + c] = decode(code) * scale (NVFP4: scale = d / S_enc); NaN scale gives NaN. */
 void ufp4_dequantize(const ufp4_qtensor *q, float *y);
 /* Quantize then dequantize into y (may alias x), without keeping codes: the training path. */
 int ufp4_fake_quant(const ufp4_qformat *f, const float *x, float *y, size_t rows, size_t cols);
+
+/* The scalar reference implementation of the two functions above (the specification). On CPUs
+ * with AVX2 and FMA, ufp4_quantize and ufp4_fake_quant run vectorized kernels that give the same
+ * bytes (tests/test_quant_simd.c checks it); setting the environment variable UFP4_NO_SIMD=1
+ * makes them run this scalar path instead. */
+int ufp4_quantize_reference(const ufp4_qformat *f, const float *x, size_t rows, size_t cols,
+                            ufp4_qtensor *q);
+int ufp4_fake_quant_reference(const ufp4_qformat *f, const float *x, float *y, size_t rows,
+                              size_t cols);
 
 /* Packed storage: two codes per byte, element 2i in the low nibble and 2i+1 in the high nibble
  * (the OCP MX and NVIDIA FP4x2 order). An odd count leaves the last high nibble 0. */

@@ -20,7 +20,9 @@ extern "C" {
 /* NVIDIA's fixed 16-entry sign vector (Transformer Engine NVFP4 recipe). */
 extern const float ufp4_rht_signs_nvidia16[16];
 
-/* In-place orthonormal FWHT of one block of n floats (n a power of two, 1..UFP4_RHT_MAX). */
+/* In-place orthonormal FWHT of one block of n floats (n a power of two, 1..UFP4_RHT_MAX; any
+ * other n leaves x untouched). Butterflies unscaled, then one multiply by 1/sqrt(n) rounded to
+ * float (exact for n a power of 4, e.g. 0.25 for n = 16). */
 void ufp4_fwht(float *x, int n);
 /* n random signs from Philox (seed, stream 0x5248545349474e53 "RHTSIGNS", index i). */
 void ufp4_rht_signs_random(float *signs, int n, uint64_t seed);

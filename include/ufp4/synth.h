@@ -13,7 +13,9 @@ extern "C" {
 typedef enum {
   UFP4_DIST_GAUSSIAN = 0, /* N(0, 1) */
   UFP4_DIST_LAPLACE,      /* Laplace(0, 1/sqrt 2): unit variance */
-  UFP4_DIST_STUDENT_T,    /* Student-t with `dof` degrees of freedom */
+  UFP4_DIST_STUDENT_T,    /* Student-t with `dof` degrees of freedom: z / sqrt(chi2/dof), the
+                             chi-square summed from dof normals, so dof must be an integer in
+                             1..64 (otherwise UFP4_EINVAL) */
   UFP4_DIST_OUTLIERS,     /* N(0, 1) with a fraction `outlier_frac` of entries multiplied by
                              `outlier_scale` (defaults 0.01 and 20) */
   UFP4_DIST_COUNT

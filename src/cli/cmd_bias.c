@@ -1,0 +1,474 @@
+/* ufp4 bias: the paper's measures of every grid on one tensor, without and with RHT, and
+ * (--layers K) the compounding of the attenuation through a chain of quantized GEMMs. */
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "ufp4/ufp4.h"
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: ufp4 bias [options]\n\n"
+          "Quantizes one tensor with every grid asked for, without RHT and with RHT, and prints\n"
+          "alpha = <Q(A),A>/||A||^2, NMSE, SQNR, dSQNR = 10 log10(NMSE_raw/NMSE_rht), the shrinkage\n"
+          "bias E[rho(t) - t] (grid units), B_eff = exp(bucket entropy)/n_levels, and the fractions of\n"
+          "nonzero inputs that underflow to 0 and of elements that clip at g_max.\n\n"
+          "input (synthetic by default; element i depends only on the seed and i):\n"
+          "  --dist D            gaussian (default), laplace, student-t, outliers\n"
+          "  --rows R --cols C   shape, default 1024 x 1024; cols is the reduction (block) dimension\n"
+          "  --seed S            default 1; also draws the random RHT signs and the chain weights\n"
+          "  --dof v             student-t degrees of freedom (default 3)\n"
+          "  --outlier-frac f    outliers: fraction of entries scaled (default 0.01)\n"
+          "  --outlier-scale k   outliers: their factor (default 20)\n"
+          "  --in x.npy          a 2-D float32 .npy (rows x reduction dim) instead\n"
+          "format:\n"
+          "  --block N           1xN blocks (default 16)\n"
+          "  --scale K           fp32 (default), nvfp4, e8m0-floor, e8m0-ceil, e8m0-even, e8m0-rceil\n"
+          "  --round M           rne (default), rna, rnz, sr, sr8\n"
+          "  --rht N             RHT block size of the rotated measurement (default 16; 0 = raw only)\n"
+          "  --rht-signs S       random (default, from the seed) or nvidia (fixed 16-entry vector)\n"
+          "  --grids LIST        comma-separated, default e2m1,e1m2,int4,e2m1-max2,e2m1-max3,e2m1-max4\n"
+          "other:\n"
+          "  --layers K          also simulate a chain of K quantized GEMMs (d = cols, tokens = rows;\n"
+          "                      gaussian weights of std 1/sqrt(d)) per grid, raw and with RHT, and\n"
+          "                      print per layer ||y_q||/||y||, cos(y_q, y) and cumulative eta\n"
+          "  --threads N         OpenMP threads (results do not depend on it)\n"
+          "  --json              print everything as JSON instead of tables\n");
+}
+
+typedef struct {
+  ufp4_dist dist;
+  size_t rows, cols;
+  uint64_t seed;
+  double dof, outlier_frac, outlier_scale;
+  int dof_set, frac_set, oscale_set;
+  const char *in;
+  ufp4_qformat fmt;
+  int rht;
+  int nvidia_signs;
+  ufp4_grid_id grids[UFP4_GRID_COUNT];
+  int n_grids;
+  int layers;
+  int threads;
+  int json;
+  ufp4_npy file; /* owns the data when --in is given */
+} bias_opts;
+
+static int parse_grids(const char *list, bias_opts *o) {
+  char buf[256];
+  if (strlen(list) >= sizeof buf) {
+    fprintf(stderr, "ufp4 bias: --grids: list too long\n");
+    return -1;
+  }
+  strcpy(buf, list);
+  o->n_grids = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    ufp4_grid_id id;
+    if (ufp4_grid_parse(tok, &id) != 0) {
+      fprintf(stderr, "ufp4 bias: --grids: unknown grid '%s'\n", tok);
+      return -1;
+    }
+    if (o->n_grids == UFP4_GRID_COUNT) {
+      fprintf(stderr, "ufp4 bias: --grids: at most %d grids\n", UFP4_GRID_COUNT);
+      return -1;
+    }
+    o->grids[o->n_grids++] = id;
+  }
+  if (o->n_grids == 0) {
+    fprintf(stderr, "ufp4 bias: --grids: empty list\n");
+    return -1;
+  }
+  return 0;
+}
+
+/* Returns 0, or 2 after printing a usage error. */
+static int parse_args(int argc, char **argv, bias_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->dist = UFP4_DIST_GAUSSIAN;
+  o->rows = o->cols = 1024;
+  o->seed = 1;
+  o->fmt = ufp4_qformat_default();
+  o->rht = 16;
+  for (int g = 0; g < UFP4_GRID_COUNT; g++) o->grids[g] = (ufp4_grid_id)g;
+  o->n_grids = UFP4_GRID_COUNT;
+  const char *c = "bias";
+  for (int i = 1; i < argc; i++) {
+    const char *v = NULL;
+    int r;
+    long l;
+    if ((r = cli_value(argc, argv, &i, "--dist", &v))) {
+      if (r < 0) return 2;
+      if (ufp4_dist_parse(v, &o->dist) != 0) {
+        fprintf(stderr, "ufp4 bias: --dist: unknown distribution '%s'\n", v);
+        return 2;
+      }
+    } else if ((r = cli_value(argc, argv, &i, "--rows", &v))) {
+      if (r < 0 || cli_parse_size(c, "--rows", v, 1, (size_t)1 << 28, &o->rows)) return 2;
+    } else if ((r = cli_value(argc, argv, &i, "--cols", &v))) {
+      if (r < 0 || cli_parse_size(c, "--cols", v, 1, (size_t)1 << 28, &o->cols)) return 2;
+    } else if ((r = cli_value(argc, argv, &i, "--seed", &v))) {
+      if (r < 0 || cli_parse_u64(c, "--seed", v, &o->seed)) return 2;
+    } else if ((r = cli_value(argc, argv, &i, "--dof", &v))) {
+      if (r < 0 || cli_parse_double(c, "--dof", v, 0.1, 1e6, &o->dof)) return 2;
+      o->dof_set = 1;
+    } else if ((r = cli_value(argc, argv, &i, "--outlier-frac", &v))) {
+      if (r < 0 || cli_parse_double(c, "--outlier-frac", v, 0, 1, &o->outlier_frac)) return 2;
+      o->frac_set = 1;
+    } else if ((r = cli_value(argc, argv, &i, "--outlier-scale", &v))) {
+      if (r < 0 || cli_parse_double(c, "--outlier-scale", v, 0, 1e30, &o->outlier_scale)) return 2;
+      o->oscale_set = 1;
+    } else if ((r = cli_value(argc, argv, &i, "--in", &v))) {
+      if (r < 0) return 2;
+      o->in = v;
+    } else if ((r = cli_value(argc, argv, &i, "--block", &v))) {
+      if (r < 0 || cli_parse_long(c, "--block", v, 1, 4096, &l)) return 2;
+      o->fmt.block = (int)l;
+    } else if ((r = cli_value(argc, argv, &i, "--scale", &v))) {
+      if (r < 0) return 2;
+      if (ufp4_scale_parse(v, &o->fmt.scale) != 0) {
+        fprintf(stderr, "ufp4 bias: --scale: unknown scale '%s'\n", v);
+        return 2;
+      }
+    } else if ((r = cli_value(argc, argv, &i, "--round", &v))) {
+      if (r < 0) return 2;
+      if (ufp4_round_parse(v, &o->fmt.round) != 0) {
+        fprintf(stderr, "ufp4 bias: --round: unknown rounding '%s'\n", v);
+        return 2;
+      }
+    } else if ((r = cli_value(argc, argv, &i, "--rht", &v))) {
+      if (r < 0 || cli_parse_long(c, "--rht", v, 0, UFP4_RHT_MAX, &l)) return 2;
+      if (l == 1 || (l & (l - 1))) {
+        fprintf(stderr, "ufp4 bias: --rht: %ld is not 0 or a power of two in [2, %d]\n", l, UFP4_RHT_MAX);
+        return 2;
+      }
+      o->rht = (int)l;
+    } else if ((r = cli_value(argc, argv, &i, "--rht-signs", &v))) {
+      if (r < 0) return 2;
+      if (!strcmp(v, "random"))
+        o->nvidia_signs = 0;
+      else if (!strcmp(v, "nvidia"))
+        o->nvidia_signs = 1;
+      else {
+        fprintf(stderr, "ufp4 bias: --rht-signs: '%s' is not random or nvidia\n", v);
+        return 2;
+      }
+    } else if ((r = cli_value(argc, argv, &i, "--grids", &v))) {
+      if (r < 0 || parse_grids(v, o)) return 2;
+    } else if ((r = cli_value(argc, argv, &i, "--layers", &v))) {
+      if (r < 0 || cli_parse_long(c, "--layers", v, 0, 1000, &l)) return 2;
+      o->layers = (int)l;
+    } else if ((r = cli_value(argc, argv, &i, "--threads", &v))) {
+      if (r < 0 || cli_parse_long(c, "--threads", v, 1, 1024, &l)) return 2;
+      o->threads = (int)l;
+    } else if (cli_flag(argv, i, "--json")) {
+      o->json = 1;
+    } else {
+      fprintf(stderr, "ufp4 bias: unknown option '%s' (ufp4 bias --help)\n", argv[i]);
+      return 2;
+    }
+  }
+  if (o->nvidia_signs && o->rht != 16) {
+    fprintf(stderr, "ufp4 bias: --rht-signs nvidia needs --rht 16 (the vector has 16 entries)\n");
+    return 2;
+  }
+  o->fmt.seed = o->seed;
+  return 0;
+}
+
+/* One measurement: a grid, raw (rht 0) or rotated. */
+typedef struct {
+  ufp4_grid_id grid;
+  int rht;
+  ufp4_qmeasures m;
+  double dsqnr; /* only for rotated rows: 10 log10(NMSE_raw / NMSE_rht) */
+  ufp4_chain_layer *chain;
+} bias_row;
+
+static const char *input_desc(const bias_opts *o, char *buf, size_t n) {
+  if (o->in) {
+    snprintf(buf, n, "file %s, %zu x %zu", o->in, o->rows, o->cols);
+  } else if (o->dist == UFP4_DIST_OUTLIERS) {
+    snprintf(buf, n, "outliers (N(0,1), %g%% of entries x%g), %zu x %zu, seed %llu",
+             100 * o->outlier_frac, o->outlier_scale, o->rows, o->cols, (unsigned long long)o->seed);
+  } else if (o->dist == UFP4_DIST_STUDENT_T) {
+    snprintf(buf, n, "student-t (dof %g), %zu x %zu, seed %llu", o->dof, o->rows, o->cols,
+             (unsigned long long)o->seed);
+  } else {
+    snprintf(buf, n, "%s, %zu x %zu, seed %llu", ufp4_dist_name(o->dist), o->rows, o->cols,
+             (unsigned long long)o->seed);
+  }
+  return buf;
+}
+
+static const char *rht_label(int rht, char *buf, size_t n) {
+  if (rht == 0)
+    snprintf(buf, n, "raw");
+  else
+    snprintf(buf, n, "rht%d", rht);
+  return buf;
+}
+
+static void print_table(const bias_opts *o, const bias_row *rows, int n_rows) {
+  char in[512];
+  printf("ufp4 bias: input %s\n", input_desc(o, in, sizeof in));
+  printf("format: 1x%d blocks, %s scale, %s rounding", o->fmt.block, ufp4_scale_name(o->fmt.scale),
+         ufp4_round_name(o->fmt.round));
+  if (o->rht)
+    printf("; rht%d = RHT in chunks of %d along cols, %s signs", o->rht, o->rht,
+           o->nvidia_signs ? "NVIDIA's fixed" : "random (from the seed)");
+  printf("\nalpha = <Q(A),A>/||A||^2; dSQNR = gain of rht over raw; shrink bias in grid units;\n"
+         "underflow = nonzero inputs quantized to 0; clipped = elements above g_max\n\n");
+  printf("%-10s %-6s %9s %10s %8s %8s %11s %6s %9s %8s\n", "grid", "rht", "alpha", "NMSE", "SQNR dB",
+         "dSQNR", "shrink bias", "B_eff", "underflow", "clipped");
+  for (int i = 0; i < n_rows; i++) {
+    const bias_row *r = &rows[i];
+    char lab[16], ds[16];
+    if (r->rht)
+      snprintf(ds, sizeof ds, "%+.2f", r->dsqnr);
+    else
+      snprintf(ds, sizeof ds, "-");
+    printf("%-10s %-6s %9.5f %10.3e %8.2f %8s %11.5f %6.3f %8.3f%% %7.3f%%\n",
+           ufp4_grid_get(r->grid)->name, rht_label(r->rht, lab, sizeof lab), r->m.alpha, r->m.nmse,
+           r->m.sqnr_db, ds, r->m.shrink_bias, r->m.b_eff, 100 * r->m.underflow, 100 * r->m.clipped);
+  }
+  if (rows[0].m.n_nonfinite) printf("(%zu non-finite inputs skipped)\n", rows[0].m.n_nonfinite);
+}
+
+/* Layers as rows; one column group per grid holding its raw and rotated runs side by side. */
+static void print_chain(const bias_opts *o, const bias_row *rows, int n_rows) {
+  static const struct {
+    const char *title;
+    size_t off;
+  } metric[] = {
+      {"||y_q|| / ||y||  (signal kept, quantization noise included)", offsetof(ufp4_chain_layer, signal_ratio)},
+      {"cos(y_q, y)", offsetof(ufp4_chain_layer, cosine)},
+      {"cumulative eta = prod over layers of alpha_X * alpha_W  (the compounding attenuation)",
+       offsetof(ufp4_chain_layer, eta_cum)},
+  };
+  int per = (n_rows > 1 && rows[1].grid == rows[0].grid) ? 2 : 1;
+  int width = 9 * per; /* one group: per columns of " %8.5f" */
+  printf("\nchain of %d quantized GEMMs y_k = y_{k-1} W_k^T: tokens %zu, d %zu, W_k ~ N(0, 1/d) from seed %llu;\n"
+         "both operands quantized along d, RHT on both in the rht columns\n",
+         o->layers, o->rows, o->cols, (unsigned long long)o->seed);
+  for (size_t mi = 0; mi < sizeof metric / sizeof metric[0]; mi++) {
+    printf("\n%s\n%5s", metric[mi].title, "");
+    for (int i = 0; i < n_rows; i += per) printf(" |%*s", width, ufp4_grid_get(rows[i].grid)->name);
+    printf("\n%5s", "layer");
+    for (int i = 0; i < n_rows; i++) {
+      char lab[16];
+      printf("%s %8s", i % per ? "" : " |", rht_label(rows[i].rht, lab, sizeof lab));
+    }
+    printf("\n");
+    for (int k = 0; k < o->layers; k++) {
+      printf("%5d", k + 1);
+      for (int i = 0; i < n_rows; i++) {
+        double v = *(const double *)((const char *)&rows[i].chain[k] + metric[mi].off);
+        printf("%s %8.5f", i % per ? "" : " |", v);
+      }
+      printf("\n");
+    }
+  }
+}
+
+static int print_json(const bias_opts *o, const bias_row *rows, int n_rows) {
+  cJSON *root = cJSON_CreateObject();
+  cJSON *in = cJSON_AddObjectToObject(root, "input");
+  if (o->in) {
+    cJSON_AddStringToObject(in, "file", o->in);
+  } else {
+    cJSON_AddStringToObject(in, "dist", ufp4_dist_name(o->dist));
+    cJSON_AddNumberToObject(in, "seed", (double)o->seed);
+    if (o->dist == UFP4_DIST_STUDENT_T) cJSON_AddNumberToObject(in, "dof", o->dof);
+    if (o->dist == UFP4_DIST_OUTLIERS) {
+      cJSON_AddNumberToObject(in, "outlier_frac", o->outlier_frac);
+      cJSON_AddNumberToObject(in, "outlier_scale", o->outlier_scale);
+    }
+  }
+  cJSON_AddNumberToObject(in, "rows", (double)o->rows);
+  cJSON_AddNumberToObject(in, "cols", (double)o->cols);
+  cJSON *fm = cJSON_AddObjectToObject(root, "format");
+  cJSON_AddNumberToObject(fm, "block", o->fmt.block);
+  cJSON_AddStringToObject(fm, "scale", ufp4_scale_name(o->fmt.scale));
+  cJSON_AddStringToObject(fm, "round", ufp4_round_name(o->fmt.round));
+  cJSON_AddNumberToObject(fm, "rht", o->rht);
+  cJSON_AddStringToObject(fm, "rht_signs", o->nvidia_signs ? "nvidia" : "random");
+  cJSON *res = cJSON_AddArrayToObject(root, "results");
+  for (int i = 0; i < n_rows; i++) {
+    const bias_row *r = &rows[i];
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddItemToArray(res, j);
+    cJSON_AddStringToObject(j, "grid", ufp4_grid_get(r->grid)->name);
+    cJSON_AddNumberToObject(j, "rht", r->rht);
+    cJSON_AddNumberToObject(j, "alpha", r->m.alpha);
+    cJSON_AddNumberToObject(j, "nmse", r->m.nmse);
+    cJSON_AddNumberToObject(j, "sqnr_db", r->m.sqnr_db);
+    if (r->rht)
+      cJSON_AddNumberToObject(j, "dsqnr_db", r->dsqnr);
+    else
+      cJSON_AddNullToObject(j, "dsqnr_db");
+    cJSON_AddNumberToObject(j, "shrink_bias", r->m.shrink_bias);
+    cJSON_AddNumberToObject(j, "mean_rel_err", r->m.mean_rel_err);
+    cJSON_AddNumberToObject(j, "bucket_entropy", r->m.bucket_entropy);
+    cJSON_AddNumberToObject(j, "b_eff", r->m.b_eff);
+    cJSON_AddNumberToObject(j, "underflow", r->m.underflow);
+    cJSON_AddNumberToObject(j, "clipped", r->m.clipped);
+    cJSON_AddNumberToObject(j, "n", (double)r->m.n);
+    cJSON_AddNumberToObject(j, "n_nonfinite", (double)r->m.n_nonfinite);
+    cJSON *bp = cJSON_AddArrayToObject(j, "bucket_p");
+    for (int b = 0; b < ufp4_grid_get(r->grid)->n_levels; b++)
+      cJSON_AddItemToArray(bp, cJSON_CreateNumber(r->m.bucket_p[b]));
+    if (r->chain) {
+      cJSON *ch = cJSON_AddArrayToObject(j, "layers");
+      for (int k = 0; k < o->layers; k++) {
+        cJSON *jl = cJSON_CreateObject();
+        cJSON_AddItemToArray(ch, jl);
+        cJSON_AddNumberToObject(jl, "layer", k + 1);
+        cJSON_AddNumberToObject(jl, "signal_ratio", r->chain[k].signal_ratio);
+        cJSON_AddNumberToObject(jl, "cosine", r->chain[k].cosine);
+        cJSON_AddNumberToObject(jl, "eta", r->chain[k].eta);
+        cJSON_AddNumberToObject(jl, "eta_cum", r->chain[k].eta_cum);
+      }
+    }
+  }
+  char *s = cJSON_Print(root);
+  cJSON_Delete(root);
+  if (!s) {
+    fprintf(stderr, "ufp4 bias: out of memory building the JSON output\n");
+    return 1;
+  }
+  puts(s);
+  free(s);
+  return 0;
+}
+
+static void free_input(bias_opts *o, float *x) {
+  if (o->in)
+    ufp4_npy_free(&o->file);
+  else
+    free(x);
+}
+
+static int load_input(bias_opts *o, float **x) {
+  if (o->in) {
+    ufp4_npy *a = &o->file;
+    if (ufp4_npy_read(o->in, a) != 0) {
+      fprintf(stderr, "ufp4 bias: %s\n", ufp4_last_error());
+      return 1;
+    }
+    if (a->ndim != 2 || a->count == 0) {
+      fprintf(stderr, "ufp4 bias: %s: need a non-empty 2-D array (rows x reduction dim), got %d-D\n", o->in,
+              a->ndim);
+      ufp4_npy_free(a);
+      return 1;
+    }
+    o->rows = a->shape[0];
+    o->cols = a->shape[1];
+    *x = a->data;
+    return 0;
+  }
+  ufp4_synth_spec s = ufp4_synth_default(o->dist, o->seed);
+  if (o->dof_set) s.dof = o->dof;
+  if (o->frac_set) s.outlier_frac = o->outlier_frac;
+  if (o->oscale_set) s.outlier_scale = o->outlier_scale;
+  o->dof = s.dof;
+  o->outlier_frac = s.outlier_frac;
+  o->outlier_scale = s.outlier_scale;
+  if (o->rows > ((size_t)1 << 31) / o->cols) {
+    fprintf(stderr, "ufp4 bias: %zu x %zu is too large (at most 2^31 elements)\n", o->rows, o->cols);
+    return 2;
+  }
+  *x = malloc(o->rows * o->cols * sizeof **x);
+  if (!*x) {
+    fprintf(stderr, "ufp4 bias: out of memory for %zu x %zu floats\n", o->rows, o->cols);
+    return 1;
+  }
+  if (ufp4_synth_fill(&s, *x, o->rows * o->cols) != 0) {
+    fprintf(stderr, "ufp4 bias: %s\n", ufp4_last_error());
+    free(*x);
+    *x = NULL;
+    return 1;
+  }
+  return 0;
+}
+
+int ufp4_cmd_bias(int argc, char **argv) {
+  if (cli_wants_help(argc, argv)) {
+    usage(stdout);
+    return 0;
+  }
+  bias_opts o;
+  int rc = parse_args(argc, argv, &o);
+  if (rc) return rc;
+  if (o.threads) ufp4_set_threads(o.threads);
+
+  float *x = NULL;
+  if ((rc = load_input(&o, &x))) return rc;
+  if (o.rht && o.cols % (size_t)o.rht) {
+    fprintf(stderr, "ufp4 bias: cols %zu is not a multiple of the RHT size %d (use --rht 0 or another size)\n",
+            o.cols, o.rht);
+    free_input(&o, x);
+    return o.in ? 1 : 2;
+  }
+
+  float signs[UFP4_RHT_MAX];
+  if (o.rht) {
+    if (o.nvidia_signs)
+      memcpy(signs, ufp4_rht_signs_nvidia16, sizeof(float) * 16);
+    else
+      ufp4_rht_signs_random(signs, o.rht, o.seed);
+  }
+
+  int per_grid = o.rht ? 2 : 1;
+  int n_rows = o.n_grids * per_grid;
+  bias_row *rows = calloc((size_t)n_rows, sizeof *rows);
+  if (!rows) {
+    free_input(&o, x);
+    fprintf(stderr, "ufp4 bias: out of memory\n");
+    return 1;
+  }
+  rc = 0;
+  for (int gi = 0; gi < o.n_grids && !rc; gi++) {
+    for (int v = 0; v < per_grid && !rc; v++) {
+      bias_row *r = &rows[gi * per_grid + v];
+      ufp4_qformat f = o.fmt;
+      f.grid = o.grids[gi];
+      f.rht = v ? o.rht : 0;
+      f.rht_signs = v ? signs : NULL;
+      r->grid = f.grid;
+      r->rht = f.rht;
+      if (ufp4_qformat_check(&f, o.rows, o.cols) != 0 || ufp4_measure_tensor(&f, x, o.rows, o.cols, &r->m) != 0) {
+        fprintf(stderr, "ufp4 bias: %s\n", ufp4_last_error());
+        rc = 1;
+        break;
+      }
+      if (v) r->dsqnr = ufp4_delta_sqnr_db(rows[gi * per_grid].m.nmse, r->m.nmse);
+      if (o.layers > 0) {
+        r->chain = calloc((size_t)o.layers, sizeof *r->chain);
+        if (!r->chain) {
+          fprintf(stderr, "ufp4 bias: out of memory\n");
+          rc = 1;
+        } else if (ufp4_chain_simulate(&f, x, o.rows, o.cols, o.layers, o.seed, r->chain) != 0) {
+          fprintf(stderr, "ufp4 bias: chain simulation: %s\n", ufp4_last_error());
+          rc = 1;
+        }
+      }
+    }
+  }
+  if (!rc) {
+    if (o.json) {
+      rc = print_json(&o, rows, n_rows);
+    } else {
+      print_table(&o, rows, n_rows);
+      if (o.layers > 0) print_chain(&o, rows, n_rows);
+    }
+  }
+  for (int i = 0; i < n_rows; i++) free(rows[i].chain);
+  free(rows);
+  free_input(&o, x);
+  return rc;
+}

@@ -1,0 +1,348 @@
+/* ufp4 quantize: one .npy tensor through the block quantizer, written back dequantized and,
+ * optionally, as a packed self-describing file.
+ *
+ * Packed file layout (version 1; every integer and float little-endian):
+ *   offset  size  field
+ *        0     8  magic "UFP4PACK"
+ *        8     4  u32 version (1)
+ *       12     4  u32 header bytes (80): the scales start here
+ *       16     4  u32 grid (ufp4_grid_id: 0 e2m1, 1 e1m2, 2 int4, 3-5 e2m1-max2/3/4)
+ *       20     4  u32 scale kind (ufp4_scale_kind: 0 fp32, 1 nvfp4, 2-5 e8m0 floor/ceil/even/rceil)
+ *       24     4  u32 block N of 1xN blocks (0 when tiled)
+ *       28     4  u32 tile (0, or 16 for 16x16 tiles)
+ *       32     4  u32 rht block size (0 = none; the codes are then in the rotated basis)
+ *       36     4  u32 round mode (ufp4_round_mode: 0 rne, 1 rna, 2 rnz, 3 sr, 4 sr8)
+ *       40     8  u64 rows
+ *       48     8  u64 cols
+ *       56     4  f32 tensor_scale (NVFP4's S_enc; 1 otherwise)
+ *       60     4  u32 bytes per scale (4: fp32 dequantization factors; 1: E4M3 or E8M0 codes)
+ *       64     8  u64 seed (stochastic rounding, and the random RHT signs)
+ *       72     4  u32 rht signs (0 none, 1 random from the seed, 2 NVIDIA's fixed vector)
+ *       76     4  u32 reserved (0)
+ *       80        scales: ufp4_scale_count() of them, row-major over blocks
+ *        ...      codes: ceil(rows*cols/2) bytes, element 2i in the low nibble, 2i+1 in the high
+ * A value is decode(code) * scale, where scale is the fp32 factor, or for NVFP4
+ * e4m3(byte) / tensor_scale, or for E8M0 2^(byte - 127). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "ufp4/ufp4.h"
+
+#define PACK_HEADER_BYTES 80
+#define PACK_VERSION 1
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: ufp4 quantize --in x.npy --out y.npy [options]\n\n"
+          "Quantizes a 2-D float32 .npy (rows x reduction dim; blocks run along each row) and writes\n"
+          "the dequantized float32 .npy of the same shape. Prints elements, NMSE and SQNR.\n\n"
+          "  --grid G          e2m1 (default), e1m2, int4, e2m1-max2, e2m1-max3, e2m1-max4\n"
+          "  --block N         1xN blocks, N a power of two (default 16)\n"
+          "  --tile2d          16x16 tiles instead of 1xN blocks (NVIDIA's weight recipe)\n"
+          "  --scale K         fp32 (default), nvfp4, e8m0-floor, e8m0-ceil, e8m0-even, e8m0-rceil\n"
+          "  --round M         rne (default), rna, rnz, sr, sr8\n"
+          "  --rht N           rotate each row in chunks of N (0 = off, default) before quantizing.\n"
+          "                    The output then STAYS IN THE ROTATED BASIS (x S H quantized), as the\n"
+          "                    GEMM consumes it; NMSE is measured there (equal to the original basis's\n"
+          "                    by orthogonality)\n"
+          "  --unrotate        apply the inverse rotation to the output, back to the input's basis\n"
+          "  --rht-signs S     random (default, Philox from --seed) or nvidia (fixed, needs --rht 16)\n"
+          "  --seed S          stochastic rounding and random signs (default 0)\n"
+          "  --stream N        stochastic rounding stream (default 0)\n"
+          "  --packed FILE     also write the codes and scales, written atomically (tmp, fsync, rename):\n"
+          "      offset size field (little-endian)\n"
+          "           0    8 magic \"UFP4PACK\"\n"
+          "           8    4 u32 version (1)          12  4 u32 header bytes (80)\n"
+          "          16    4 u32 grid id              20  4 u32 scale kind\n"
+          "          24    4 u32 block N (0 if tiled) 28  4 u32 tile (0 or 16)\n"
+          "          32    4 u32 rht size (0 none)    36  4 u32 round mode\n"
+          "          40    8 u64 rows                 48  8 u64 cols\n"
+          "          56    4 f32 tensor scale         60  4 u32 bytes per scale (4 fp32, 1 E4M3/E8M0)\n"
+          "          64    8 u64 seed                 72  4 u32 rht signs (0 none, 1 random, 2 nvidia)\n"
+          "          76    4 reserved\n"
+          "          80      scales, one per block, row-major over blocks\n"
+          "            ...   codes, two per byte: element 2i low nibble, 2i+1 high nibble\n"
+          "      grid ids: 0 e2m1 1 e1m2 2 int4 3-5 e2m1-max2/3/4; scale kinds: 0 fp32 1 nvfp4\n"
+          "      2-5 e8m0 floor/ceil/even/rceil; round: 0 rne 1 rna 2 rnz 3 sr 4 sr8.\n"
+          "      value = decode(code) * scale (fp32), e4m3(byte)/tensor_scale (nvfp4), 2^(byte-127) (e8m0)\n");
+}
+
+static void put_u32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put_u64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put_f32(uint8_t *p, float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  put_u32(p, u);
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n) {
+  while (n) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    p += w;
+    n -= (size_t)w;
+  }
+  return 0;
+}
+
+/* Builds the whole image in memory and writes it atomically: a reader sees the old file or the
+ * complete new one, never a torn one. */
+static int write_packed(const char *path, const ufp4_qtensor *q, int signs_kind) {
+  size_t n = q->rows * q->cols;
+  size_t ns = ufp4_scale_count(&q->fmt, q->rows, q->cols);
+  size_t sbytes = q->scale_bits ? 1 : 4;
+  size_t total = PACK_HEADER_BYTES + ns * sbytes + ufp4_packed_bytes(n);
+  uint8_t *img = calloc(total, 1);
+  if (!img) return ufp4_fail(UFP4_ENOMEM, "%s: out of memory for %zu bytes", path, total);
+  memcpy(img, "UFP4PACK", 8);
+  put_u32(img + 8, PACK_VERSION);
+  put_u32(img + 12, PACK_HEADER_BYTES);
+  put_u32(img + 16, (uint32_t)q->fmt.grid);
+  put_u32(img + 20, (uint32_t)q->fmt.scale);
+  put_u32(img + 24, q->fmt.tile2d ? 0u : (uint32_t)q->fmt.block);
+  put_u32(img + 28, (uint32_t)q->fmt.tile2d);
+  put_u32(img + 32, (uint32_t)q->fmt.rht);
+  put_u32(img + 36, (uint32_t)q->fmt.round);
+  put_u64(img + 40, q->rows);
+  put_u64(img + 48, q->cols);
+  put_f32(img + 56, q->tensor_scale);
+  put_u32(img + 60, (uint32_t)sbytes);
+  put_u64(img + 64, q->fmt.seed);
+  put_u32(img + 72, (uint32_t)signs_kind);
+  uint8_t *p = img + PACK_HEADER_BYTES;
+  for (size_t i = 0; i < ns; i++) {
+    if (q->scale_bits)
+      *p++ = q->scale_bits[i];
+    else {
+      put_f32(p, q->scales[i]);
+      p += 4;
+    }
+  }
+  ufp4_pack_codes(q->codes, n, p);
+
+  char tmp[PATH_MAX];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp) {
+    free(img);
+    return ufp4_fail(UFP4_EINVAL, "%s: path too long", path);
+  }
+  int fd = mkstemp(tmp);
+  if (fd < 0) {
+    int e = errno;
+    free(img);
+    return ufp4_fail(UFP4_EIO, "%s: cannot create a temporary file: %s", path, strerror(e));
+  }
+  /* mkstemp creates the file 0600; give it the permissions an ordinary output file has. */
+  int bad = fchmod(fd, 0644) != 0 || write_all(fd, img, total) != 0 || fsync(fd) != 0;
+  int e = errno;
+  free(img);
+  if (close(fd) != 0 && !bad) {
+    bad = 1;
+    e = errno;
+  }
+  if (!bad && rename(tmp, path) != 0) {
+    bad = 1;
+    e = errno;
+  }
+  if (bad) {
+    unlink(tmp);
+    return ufp4_fail(UFP4_EIO, "%s: write failed: %s", path, strerror(e));
+  }
+  return 0;
+}
+
+typedef struct {
+  const char *in, *out, *packed;
+  ufp4_qformat fmt;
+  int nvidia_signs, unrotate;
+} quant_opts;
+
+static int parse_args(int argc, char **argv, quant_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->fmt = ufp4_qformat_default();
+  const char *c = "quantize";
+  for (int i = 1; i < argc; i++) {
+    const char *v = NULL;
+    int r;
+    long l;
+    if ((r = cli_value(argc, argv, &i, "--in", &v))) {
+      if (r < 0) return 2;
+      o->in = v;
+    } else if ((r = cli_value(argc, argv, &i, "--out", &v))) {
+      if (r < 0) return 2;
+      o->out = v;
+    } else if ((r = cli_value(argc, argv, &i, "--packed", &v))) {
+      if (r < 0) return 2;
+      o->packed = v;
+    } else if ((r = cli_value(argc, argv, &i, "--grid", &v))) {
+      if (r < 0) return 2;
+      if (ufp4_grid_parse(v, &o->fmt.grid) != 0) {
+        fprintf(stderr, "ufp4 quantize: --grid: unknown grid '%s'\n", v);
+        return 2;
+      }
+    } else if ((r = cli_value(argc, argv, &i, "--block", &v))) {
+      if (r < 0 || cli_parse_long(c, "--block", v, 1, 4096, &l)) return 2;
+      o->fmt.block = (int)l;
+    } else if (cli_flag(argv, i, "--tile2d")) {
+      o->fmt.tile2d = 16;
+    } else if ((r = cli_value(argc, argv, &i, "--scale", &v))) {
+      if (r < 0) return 2;
+      if (ufp4_scale_parse(v, &o->fmt.scale) != 0) {
+        fprintf(stderr, "ufp4 quantize: --scale: unknown scale '%s'\n", v);
+        return 2;
+      }
+    } else if ((r = cli_value(argc, argv, &i, "--round", &v))) {
+      if (r < 0) return 2;
+      if (ufp4_round_parse(v, &o->fmt.round) != 0) {
+        fprintf(stderr, "ufp4 quantize: --round: unknown rounding '%s'\n", v);
+        return 2;
+      }
+    } else if ((r = cli_value(argc, argv, &i, "--rht", &v))) {
+      if (r < 0 || cli_parse_long(c, "--rht", v, 0, UFP4_RHT_MAX, &l)) return 2;
+      if (l == 1 || (l & (l - 1))) {
+        fprintf(stderr, "ufp4 quantize: --rht: %ld is not 0 or a power of two in [2, %d]\n", l, UFP4_RHT_MAX);
+        return 2;
+      }
+      o->fmt.rht = (int)l;
+    } else if ((r = cli_value(argc, argv, &i, "--rht-signs", &v))) {
+      if (r < 0) return 2;
+      if (!strcmp(v, "random"))
+        o->nvidia_signs = 0;
+      else if (!strcmp(v, "nvidia"))
+        o->nvidia_signs = 1;
+      else {
+        fprintf(stderr, "ufp4 quantize: --rht-signs: '%s' is not random or nvidia\n", v);
+        return 2;
+      }
+    } else if (cli_flag(argv, i, "--unrotate")) {
+      o->unrotate = 1;
+    } else if ((r = cli_value(argc, argv, &i, "--seed", &v))) {
+      if (r < 0 || cli_parse_u64(c, "--seed", v, &o->fmt.seed)) return 2;
+    } else if ((r = cli_value(argc, argv, &i, "--stream", &v))) {
+      if (r < 0 || cli_parse_u64(c, "--stream", v, &o->fmt.stream)) return 2;
+    } else {
+      fprintf(stderr, "ufp4 quantize: unknown option '%s' (ufp4 quantize --help)\n", argv[i]);
+      return 2;
+    }
+  }
+  if (!o->in || !o->out) {
+    fprintf(stderr, "ufp4 quantize: --in and --out are required (ufp4 quantize --help)\n");
+    return 2;
+  }
+  if (o->nvidia_signs && o->fmt.rht != 16) {
+    fprintf(stderr, "ufp4 quantize: --rht-signs nvidia needs --rht 16 (the vector has 16 entries)\n");
+    return 2;
+  }
+  if (o->unrotate && !o->fmt.rht) {
+    fprintf(stderr, "ufp4 quantize: --unrotate needs --rht N\n");
+    return 2;
+  }
+  return 0;
+}
+
+int ufp4_cmd_quantize(int argc, char **argv) {
+  if (cli_wants_help(argc, argv)) {
+    usage(stdout);
+    return 0;
+  }
+  quant_opts o;
+  int rc = parse_args(argc, argv, &o);
+  if (rc) return rc;
+
+  ufp4_npy a;
+  if (ufp4_npy_read(o.in, &a) != 0) {
+    fprintf(stderr, "ufp4 quantize: %s\n", ufp4_last_error());
+    return 1;
+  }
+  if (a.ndim != 2 || a.count == 0) {
+    fprintf(stderr, "ufp4 quantize: %s: need a non-empty 2-D array (rows x reduction dim), got %d-D with %zu elements\n",
+            o.in, a.ndim, a.count);
+    ufp4_npy_free(&a);
+    return 1;
+  }
+  size_t rows = a.shape[0], cols = a.shape[1], n = a.count;
+  float signs[UFP4_RHT_MAX];
+  int signs_kind = 0;
+  if (o.fmt.rht) {
+    if (o.nvidia_signs) {
+      memcpy(signs, ufp4_rht_signs_nvidia16, sizeof(float) * 16);
+      signs_kind = 2;
+    } else {
+      ufp4_rht_signs_random(signs, o.fmt.rht, o.fmt.seed);
+      signs_kind = 1;
+    }
+    o.fmt.rht_signs = signs;
+  }
+
+  ufp4_qtensor q;
+  memset(&q, 0, sizeof q);
+  float *y = malloc(n * sizeof *y);
+  float *ref = NULL; /* what the quantizer saw: the input, rotated when --rht */
+  rc = 1;
+  if (!y) {
+    fprintf(stderr, "ufp4 quantize: out of memory for %zu floats\n", n);
+    goto done;
+  }
+  if (ufp4_qformat_check(&o.fmt, rows, cols) != 0 || ufp4_quantize(&o.fmt, a.data, rows, cols, &q) != 0) {
+    fprintf(stderr, "ufp4 quantize: %s: %s\n", o.in, ufp4_last_error());
+    goto done;
+  }
+  ufp4_dequantize(&q, y);
+  if (o.fmt.rht) {
+    ref = malloc(n * sizeof *ref);
+    if (!ref) {
+      fprintf(stderr, "ufp4 quantize: out of memory for %zu floats\n", n);
+      goto done;
+    }
+    memcpy(ref, a.data, n * sizeof *ref);
+    if (ufp4_rht_rows(ref, rows, cols, o.fmt.rht, signs) != 0) {
+      fprintf(stderr, "ufp4 quantize: %s\n", ufp4_last_error());
+      goto done;
+    }
+  }
+  double nmse = ufp4_nmse(ref ? ref : a.data, y, n);
+  if (o.unrotate && ufp4_rht_rows_inverse(y, rows, cols, o.fmt.rht, signs) != 0) {
+    fprintf(stderr, "ufp4 quantize: %s\n", ufp4_last_error());
+    goto done;
+  }
+  size_t shape[2] = {rows, cols};
+  if (ufp4_npy_write(o.out, y, shape, 2) != 0) {
+    fprintf(stderr, "ufp4 quantize: %s\n", ufp4_last_error());
+    goto done;
+  }
+  if (o.packed && write_packed(o.packed, &q, signs_kind) != 0) {
+    fprintf(stderr, "ufp4 quantize: %s\n", ufp4_last_error());
+    goto done;
+  }
+  char blk[32];
+  if (o.fmt.tile2d)
+    snprintf(blk, sizeof blk, "16x16 tiles");
+  else
+    snprintf(blk, sizeof blk, "1x%d blocks", o.fmt.block);
+  printf("%s -> %s: %zu x %zu = %zu elements; %s, %s, %s scale, %s rounding%s%s; NMSE %.4e, SQNR %.2f dB\n",
+         o.in, o.out, rows, cols, n, ufp4_grid_get(o.fmt.grid)->name, blk, ufp4_scale_name(o.fmt.scale),
+         ufp4_round_name(o.fmt.round), o.fmt.rht ? (o.unrotate ? ", rht (unrotated)" : ", rht (output rotated)") : "",
+         o.packed ? ", packed" : "", nmse, ufp4_sqnr_db(nmse));
+  rc = 0;
+done:
+  ufp4_qtensor_free(&q);
+  free(ref);
+  free(y);
+  ufp4_npy_free(&a);
+  return rc;
+}

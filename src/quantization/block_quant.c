@@ -1,0 +1,361 @@
+/* Block-scaled 4-bit quantization: the scalar reference of quant.h.
+ *
+ * Work is split into bands of rows (one row for 1xN blocks, 16 rows for 2D tiles). Every block
+ * lies inside one band and every random number is addressed by (seed, stream, r*cols + c), so a
+ * band's result does not depend on which thread runs it: the output is identical for any thread
+ * count. The only cross-band quantity, NVFP4's tensor amax, is a max (exact in any order).
+ *
+ * Policies beyond the header text:
+ *   - Dequantization saturates to +-FLT_MAX. With a power-of-two scale near the top of the range
+ *     (E8M0 CEIL/EVEN/RCEIL on amax > 2^127), code * scale can be 2^128, which fp32 cannot hold;
+ *     saturating keeps the header's promise that finite inputs never produce Inf.
+ *   - NVFP4: if the encode factor 1/(d/S_enc) overflows (d/S_enc subnormal, only for tensors with
+ *     amax below ~1e-36), t = x / (d/S_enc) is used instead, so that the block is not saturated
+ *     wholesale by an infinite factor.
+ *
+ * Dispatch: ufp4_quantize and ufp4_fake_quant run the AVX2 kernels of quant_avx2.c on CPUs with
+ * AVX2 and FMA (unless UFP4_NO_SIMD=1 is set in the environment); those give the same bytes as
+ * this file's scalar path, which ufp4_quantize_reference and ufp4_fake_quant_reference always run
+ * and tests/test_quant_simd.c compares against. */
+#include "quantization/quant_internal.h"
+#include "ufp4/error.h"
+#include "ufp4/philox.h"
+#include "ufp4/quant.h"
+#include "ufp4/rht.h"
+
+#include <float.h>
+#include <math.h>
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+
+blk_scale ufp4_q_block_scale(const ufp4_qjob *j, float amax, int bad) {
+  blk_scale s = {BLK_ZERO, 0.0f, 0.0f, 0};
+  const float g_max = j->g->g_max;
+  switch (j->f->scale) {
+  case UFP4_SCALE_FP32:
+    if (bad) {
+      s.mode = BLK_NAN;
+      s.scale = NAN;
+      return s;
+    }
+    s.scale = amax / g_max;
+    /* amax = 0, or amax so small that s underflows: stored as all-zero with s = 0. */
+    s.mode = s.scale == 0.0f ? BLK_ZERO : BLK_DIV;
+    return s;
+  case UFP4_SCALE_NVFP4: {
+    if (bad) {
+      s.mode = BLK_NAN;
+      s.scale = NAN;
+      s.bits = 0x7F;
+      return s;
+    }
+    s.bits = ufp4_f32_to_e4m3(amax * j->s_enc / g_max);
+    float d = ufp4_e4m3_to_f32(s.bits);
+    if (d == 0.0f) {
+      s.mode = BLK_ZERO;
+      s.scale = 0.0f;
+      return s;
+    }
+    s.scale = d / j->s_enc;
+    s.enc = 1.0f / s.scale;
+    s.mode = isinf(s.enc) ? BLK_DIV : BLK_MUL;
+    return s;
+  }
+  default: {
+    ufp4_e8m0_rule rule = (ufp4_e8m0_rule)(j->f->scale - UFP4_SCALE_E8M0_FLOOR);
+    if (bad) {
+      s.mode = BLK_NAN;
+      s.scale = NAN;
+      s.bits = 0xFF;
+      return s;
+    }
+    s.bits = ufp4_e8m0_scale(amax, j->g, rule);
+    if (s.bits == 0xFF) { /* cannot happen for a finite amax; kept so a NaN is never lost */
+      s.mode = BLK_NAN;
+      s.scale = NAN;
+      return s;
+    }
+    s.scale = ldexpf(1.0f, (int)s.bits - 127);
+    s.enc = ldexpf(1.0f, 127 - (int)s.bits); /* exact: 2^-127 .. 2^127 are all fp32 values */
+    s.mode = amax == 0.0f ? BLK_ZERO : BLK_MUL;
+    return s;
+  }
+  }
+}
+
+/* The 32 random bits of n consecutive elements starting at linear index idx0. */
+static void fill_rbits(const ufp4_qformat *f, uint64_t idx0, size_t n, uint32_t *out) {
+  uint64_t quad = idx0 >> 2;
+  unsigned off = (unsigned)(idx0 & 3u);
+  uint32_t w[4];
+  size_t i = 0;
+  while (i < n) {
+    ufp4_philox_quad(f->seed, f->stream, quad++, w);
+    for (unsigned k = off; k < 4 && i < n; k++) out[i++] = w[k];
+    off = 0;
+  }
+}
+
+/* One block of h rows x w cols. src/rb are band-local (row stride cols), starting at the block's
+ * first row and column; r0, c0 are the block's global coordinates. */
+void ufp4_q_do_block(const ufp4_qjob *j, const float *src, const uint32_t *rb, size_t r0, size_t c0,
+                     size_t h, size_t w, size_t sidx) {
+  const size_t cols = j->cols;
+  float amax = 0.0f;
+  int bad = 0;
+  for (size_t i = 0; i < h; i++) {
+    const float *p = src + i * cols;
+    for (size_t k = 0; k < w; k++) {
+      float a = fabsf(p[k]);
+      bad |= !(a <= FLT_MAX);
+      amax = a > amax ? a : amax;
+    }
+  }
+  blk_scale s = ufp4_q_block_scale(j, amax, bad);
+  if (j->scales) j->scales[sidx] = s.scale;
+  if (j->scale_bits) j->scale_bits[sidx] = s.bits;
+
+  const ufp4_grid *g = j->g;
+  const ufp4_round_mode mode = j->f->round;
+  for (size_t i = 0; i < h; i++) {
+    const float *p = src + i * cols;
+    const uint32_t *rr = rb ? rb + i * cols : NULL;
+    size_t o = (r0 + i) * cols + c0;
+    uint8_t *cd = j->codes ? j->codes + o : NULL;
+    float *yy = j->y ? j->y + o : NULL;
+    if (s.mode == BLK_ZERO || s.mode == BLK_NAN) {
+      float v = ufp4_q_dequant_value(0.0f, s.scale);
+      for (size_t k = 0; k < w; k++) {
+        if (cd) cd[k] = 0;
+        if (yy) yy[k] = v;
+      }
+      continue;
+    }
+    for (size_t k = 0; k < w; k++) {
+      float t = s.mode == BLK_MUL ? p[k] * s.enc : p[k] / s.scale;
+      uint8_t code = ufp4_encode(g, t, mode, rr ? rr[k] : 0u);
+      if (cd) cd[k] = code;
+      if (yy) yy[k] = ufp4_q_dequant_value(j->dec[code], s.scale);
+    }
+  }
+}
+
+/* amax over the finite values of the (rotated) tensor, for NVFP4's S_enc. */
+static int tensor_amax(const ufp4_qjob *j, float *out) {
+  const ufp4_qformat *f = j->f;
+  const size_t rows = j->rows, cols = j->cols;
+  float amax = 0.0f;
+  int fail = 0;
+#pragma omp parallel
+  {
+    float *buf = f->rht ? malloc(cols * sizeof(float)) : NULL;
+    int ok = !f->rht || buf;
+    float local = 0.0f;
+#pragma omp for schedule(static)
+    for (size_t r = 0; r < rows; r++) {
+      if (!ok) continue;
+      const float *p = j->x + r * cols;
+      if (f->rht) {
+        memcpy(buf, p, cols * sizeof(float));
+        ufp4_rht_rows_impl(buf, 1, cols, f->rht, f->rht_signs, j->simd);
+        p = buf;
+      }
+      if (j->simd) {
+        float a = ufp4_q_amax_finite_avx2(p, cols);
+        if (a > local) local = a;
+        continue;
+      }
+      for (size_t c = 0; c < cols; c++) {
+        float a = fabsf(p[c]);
+        if (a <= FLT_MAX && a > local) local = a;
+      }
+    }
+#pragma omp critical(ufp4_quant_amax)
+    {
+      if (!ok) fail = 1;
+      if (local > amax) amax = local;
+    }
+    free(buf);
+  }
+  if (fail) return ufp4_fail(UFP4_ENOMEM, "quantize: out of memory for the RHT row buffer");
+  *out = amax;
+  return 0;
+}
+
+static int run_job(ufp4_qjob *j) {
+  const ufp4_qformat *f = j->f;
+  const size_t rows = j->rows, cols = j->cols;
+  if (rows == 0 || cols == 0) return 0;
+  for (int c = 0; c < 16; c++) j->dec[c] = ufp4_decode(j->g, (uint8_t)c);
+
+  j->s_enc = 1.0f;
+  if (f->scale == UFP4_SCALE_NVFP4) {
+    float amax = 0.0f;
+    int rc = tensor_amax(j, &amax);
+    if (rc) return rc;
+    float s_enc = 448.0f * j->g->g_max / amax;
+    j->s_enc = (amax == 0.0f || !isfinite(s_enc)) ? 1.0f : s_enc;
+  }
+
+  const size_t band = f->tile2d ? (size_t)f->tile2d : 1;
+  const size_t bw = f->tile2d ? (size_t)f->tile2d : (size_t)f->block;
+  const size_t nbands = (rows + band - 1) / band;
+  const size_t nbc = (cols + bw - 1) / bw; /* blocks per band row */
+  const int sr = ufp4_round_is_stochastic(f->round);
+  /* The AVX2 band kernel applies RHT16 itself in registers when it fits 1x16 blocks. */
+  const int fused = j->simd && f->rht == 16 && !f->tile2d && f->block == 16;
+  const int rotate = f->rht && !fused;
+  int fail = 0;
+
+#pragma omp parallel
+  {
+    float *buf = rotate ? malloc(band * cols * sizeof(float)) : NULL;
+    uint32_t *rb = sr ? malloc(band * cols * sizeof(uint32_t)) : NULL;
+    int ok = (!rotate || buf) && (!sr || rb);
+#pragma omp for schedule(static)
+    for (size_t bi = 0; bi < nbands; bi++) {
+      if (!ok) continue;
+      size_t r0 = bi * band;
+      size_t h = rows - r0 < band ? rows - r0 : band;
+      const float *src = j->x + r0 * cols;
+      if (rotate) {
+        memcpy(buf, src, h * cols * sizeof(float));
+        ufp4_rht_rows_impl(buf, h, cols, f->rht, f->rht_signs, j->simd);
+        src = buf;
+      }
+      if (sr)
+        for (size_t i = 0; i < h; i++) {
+          uint64_t idx0 = (uint64_t)((r0 + i) * cols);
+          if (j->simd)
+            ufp4_q_fill_rbits_avx2(f->seed, f->stream, idx0, cols, rb + i * cols);
+          else
+            fill_rbits(f, idx0, cols, rb + i * cols);
+        }
+      if (j->simd) {
+        ufp4_q_band_avx2(j, src, rb, r0, h, bi, fused);
+        continue;
+      }
+      for (size_t b = 0; b < nbc; b++) {
+        size_t c0 = b * bw;
+        size_t w = cols - c0 < bw ? cols - c0 : bw;
+        ufp4_q_do_block(j, src + c0, sr ? rb + c0 : NULL, r0, c0, h, w, bi * nbc + b);
+      }
+    }
+#pragma omp critical(ufp4_quant_fail)
+    {
+      if (!ok) fail = 1;
+    }
+    free(buf);
+    free(rb);
+  }
+  if (fail) return ufp4_fail(UFP4_ENOMEM, "quantize: out of memory for per-thread buffers");
+  return 0;
+}
+
+static int quantize_impl(const ufp4_qformat *f, const float *x, size_t rows, size_t cols, ufp4_qtensor *q,
+                         int simd) {
+  if (!q) return ufp4_fail(UFP4_EINVAL, "quantize: NULL output tensor");
+  memset(q, 0, sizeof *q);
+  int rc = ufp4_qformat_check(f, rows, cols);
+  if (rc) return rc;
+  size_t n = rows * cols;
+  if (n && !x) return ufp4_fail(UFP4_EINVAL, "quantize: NULL input");
+  size_t ns = ufp4_scale_count(f, rows, cols);
+  q->rows = rows;
+  q->cols = cols;
+  q->fmt = *f;
+  q->tensor_scale = 1.0f;
+  q->codes = malloc(n ? n : 1);
+  q->scales = malloc((ns ? ns : 1) * sizeof(float));
+  if (f->scale != UFP4_SCALE_FP32) q->scale_bits = malloc(ns ? ns : 1);
+  if (!q->codes || !q->scales || (f->scale != UFP4_SCALE_FP32 && !q->scale_bits)) {
+    ufp4_qtensor_free(q);
+    return ufp4_fail(UFP4_ENOMEM, "quantize: cannot allocate a %zu x %zu quantized tensor", rows,
+                     cols);
+  }
+  ufp4_qjob j;
+  memset(&j, 0, sizeof j);
+  j.f = f;
+  j.g = ufp4_grid_get(f->grid);
+  j.rows = rows;
+  j.cols = cols;
+  j.x = x;
+  j.codes = q->codes;
+  j.scales = q->scales;
+  j.scale_bits = q->scale_bits;
+  j.simd = simd;
+  rc = run_job(&j);
+  if (rc) {
+    ufp4_qtensor_free(q);
+    return rc;
+  }
+  if (f->scale == UFP4_SCALE_NVFP4) q->tensor_scale = j.s_enc;
+  return 0;
+}
+
+int ufp4_quantize(const ufp4_qformat *f, const float *x, size_t rows, size_t cols, ufp4_qtensor *q) {
+  return quantize_impl(f, x, rows, cols, q, ufp4_simd_enabled());
+}
+
+int ufp4_quantize_reference(const ufp4_qformat *f, const float *x, size_t rows, size_t cols,
+                            ufp4_qtensor *q) {
+  return quantize_impl(f, x, rows, cols, q, 0);
+}
+
+void ufp4_qtensor_free(ufp4_qtensor *q) {
+  if (!q) return;
+  free(q->codes);
+  free(q->scales);
+  free(q->scale_bits);
+  q->codes = NULL;
+  q->scales = NULL;
+  q->scale_bits = NULL;
+}
+
+void ufp4_dequantize(const ufp4_qtensor *q, float *y) {
+  if (!q || !y || !q->codes || !q->scales) return;
+  const ufp4_grid *g = ufp4_grid_get(q->fmt.grid);
+  if (!g) return;
+  float dec[16];
+  for (int c = 0; c < 16; c++) dec[c] = ufp4_decode(g, (uint8_t)c);
+  const size_t rows = q->rows, cols = q->cols;
+  const int tile = q->fmt.tile2d;
+  const size_t bw = tile ? (size_t)tile : (size_t)q->fmt.block;
+  if (q->fmt.block <= 0 && !tile) return;
+  const size_t nbc = (cols + bw - 1) / bw;
+#pragma omp parallel for schedule(static)
+  for (size_t r = 0; r < rows; r++) {
+    const size_t srow = tile ? (r / (size_t)tile) * nbc : r * nbc;
+    for (size_t c = 0; c < cols; c++) {
+      size_t i = r * cols + c;
+      y[i] = ufp4_q_dequant_value(dec[q->codes[i] & 0x0F], q->scales[srow + c / bw]);
+    }
+  }
+}
+
+static int fake_quant_impl(const ufp4_qformat *f, const float *x, float *y, size_t rows, size_t cols,
+                           int simd) {
+  int rc = ufp4_qformat_check(f, rows, cols);
+  if (rc) return rc;
+  if (rows != 0 && cols != 0 && (!x || !y)) return ufp4_fail(UFP4_EINVAL, "fake_quant: NULL input or output");
+  ufp4_qjob j;
+  memset(&j, 0, sizeof j);
+  j.f = f;
+  j.g = ufp4_grid_get(f->grid);
+  j.rows = rows;
+  j.cols = cols;
+  j.x = x;
+  j.y = y;
+  j.simd = simd;
+  return run_job(&j);
+}
+
+int ufp4_fake_quant(const ufp4_qformat *f, const float *x, float *y, size_t rows, size_t cols) {
+  return fake_quant_impl(f, x, y, rows, cols, ufp4_simd_enabled());
+}
+
+int ufp4_fake_quant_reference(const ufp4_qformat *f, const float *x, float *y, size_t rows,
+                              size_t cols) {
+  return fake_quant_impl(f, x, y, rows, cols, 0);
+}
