@@ -1,0 +1,27 @@
+/* Deterministic fp32 GEMM on top of OpenBLAS.
+ *
+ * OpenBLAS 0.3.21 gives different bits at different thread counts (measured: every shape tried,
+ * 64^3 to 1024x3072x768), which would break "same seed, same result whatever the thread count".
+ * So ufp4 cuts C into a fixed grid of tiles that depends only on the shape, and each tile is one
+ * single-threaded OpenBLAS call inside an OpenMP loop (OpenBLAS's OpenMP build runs serially when
+ * called from a parallel region). A tile's bits then never depend on which thread computes it. */
+#ifndef UFP4_GEMM_H
+#define UFP4_GEMM_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* C [m, n] = A [m, k] B [n, k]^T + beta C, all row-major with tight leading dimensions. */
+void ufp4_sgemm_abt(const float *A, const float *B, float *C, size_t m, size_t n, size_t k, float beta);
+/* C [m, n] = A [m, k] B [k, n] + beta C. */
+void ufp4_sgemm_ab(const float *A, const float *B, float *C, size_t m, size_t n, size_t k, float beta);
+/* C [m, n] = A [k, m]^T B [k, n] + beta C. */
+void ufp4_sgemm_atb(const float *A, const float *B, float *C, size_t m, size_t n, size_t k, float beta);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,51 @@
+/* A linear layer as three GEMMs under a recipe (recipe.h).
+ *
+ *   forward   Y [N, out]  = X [N, in] W [out, in]^T                 (Fprop)
+ *   backward  dX [N, in] += dY [N, out] W [out, in]                   (Dgrad)
+ *             dW [out, in] += dY^T X                                  (Wgrad)
+ *
+ * Every GEMM is computed in one orientation, C = A B^T with A and B row-major and blocked along
+ * their rows (the reduction dimension): operands whose reduction dimension is not contiguous are
+ * transposed first. Each prepared operand is then rounded to bf16, or fake-quantized to 4 bits (with
+ * the GEMM's RHT when the recipe asks for it, the same signs on both operands so that the rotation
+ * cancels in the product), and the product is an fp32 SGEMM (gemm.h, deterministic at any thread count). Under the fp32 precision the
+ * same operand preparation runs without rounding, which makes a disabled recipe bit-identical to
+ * the plain fp32 layer.
+ *
+ * Stochastic rounding streams: operand op of a layer uses stream (ctx->stream_base << 3) + op, so
+ * the bits depend on (seed, layer, step, rank) through stream_base and never on threads. */
+#ifndef UFP4_LINEAR_H
+#define UFP4_LINEAR_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ufp4/recipe.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  const ufp4_recipe *recipe;
+  int high_precision;     /* 1: run this layer in fp32 whatever the recipe (kept blocks) */
+  uint64_t seed;
+  uint64_t stream_base;   /* caller-chosen, unique per (layer, step, rank) */
+  const float *rht_signs; /* recipe->rht_n signs */
+} ufp4_linear_ctx;
+
+/* Floats of scratch the layer needs for these shapes (two prepared operands). */
+size_t ufp4_linear_scratch_floats(size_t n, size_t in, size_t out);
+
+int ufp4_linear_forward(const ufp4_linear_ctx *ctx, const float *X, const float *W, float *Y, size_t n,
+                        size_t in, size_t out, float *scratch);
+/* dX may be NULL (no input gradient needed). Both dX and dW accumulate. */
+int ufp4_linear_backward(const ufp4_linear_ctx *ctx, const float *dY, const float *X, const float *W,
+                         float *dX, float *dW, size_t n, size_t in, size_t out, float *scratch);
+
+/* Out-of-place transpose: dst [cols, rows] = src [rows, cols]^T. */
+void ufp4_transpose(const float *src, float *dst, size_t rows, size_t cols);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

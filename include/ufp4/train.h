@@ -1,0 +1,85 @@
+/* The training loop: data -> model under a recipe -> AdamW, with a run folder that records
+ * everything needed to reproduce or resume the run.
+ *
+ * Run folder (out_dir):
+ *   config.json     the fully resolved run configuration, recipe included
+ *   metrics.jsonl   one JSON object per logged step: step, loss, lr, grad_norm, tokens_per_s,
+ *                   ms_per_step; and per evaluation: step, val_loss, val_ppl
+ *   ckpt/step_NNNNNNNN/   checkpoints (checkpoint.h): Hugging Face loadable, plus optimizer state
+ *
+ * Determinism: batch i of the run is a pure function of (seed, i) through the batch source, the
+ * stochastic rounding of micro-step s uses stream s, and every kernel is thread-count independent,
+ * so a seed reproduces the run bit for bit, and a resumed run continues it exactly. */
+#ifndef UFP4_TRAIN_H
+#define UFP4_TRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ufp4/model.h"
+#include "ufp4/optim.h"
+#include "ufp4/recipe.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Fills tokens[B * (T + 1)] with batch number `index` (B windows of T + 1 tokens). Under data
+ * parallelism the source gives each rank its own disjoint batch for the same index. */
+typedef int (*ufp4_batch_fn)(void *ctx, uint64_t index, int32_t *tokens);
+
+typedef enum { UFP4_NAN_SKIP = 0, UFP4_NAN_STOP } ufp4_nan_policy;
+
+typedef struct {
+  ufp4_model_config model;
+  char recipe[512];       /* spec string, resolved into config.json */
+  ufp4_adamw_config optim;
+  int batch;              /* sequences per micro-batch */
+  int grad_accum;         /* micro-batches per optimizer step */
+  int steps;              /* optimizer steps */
+  uint64_t seed;          /* init, data order, SR streams, RHT signs */
+  int log_every;          /* metrics line every N steps (>= 1) */
+  int eval_every;         /* 0 = only at the end */
+  int eval_batches;
+  int ckpt_every;         /* 0 = only at the end */
+  int keep_ckpts;         /* most recent checkpoints kept (>= 1) */
+  ufp4_nan_policy nan_policy;
+  int threads;            /* 0 = OpenMP default */
+  int progress;           /* 1: progress line on stderr */
+  int rank, world;        /* data-parallel position (1 process: 0, 1) */
+  char out_dir[1024];
+  char data_desc[1024];   /* recorded in config.json: where the batches come from */
+} ufp4_train_config;
+
+ufp4_train_config ufp4_train_config_default(void);
+
+typedef struct {
+  ufp4_batch_fn train_batch;
+  void *train_ctx;
+  ufp4_batch_fn val_batch; /* may be NULL: no evaluation */
+  void *val_ctx;
+} ufp4_data_source;
+
+typedef struct {
+  int steps_done;
+  double final_loss;       /* mean train loss of the last logged window */
+  double final_val_loss;   /* NaN when there was no evaluation */
+  double tokens_per_s;     /* over the whole run, excluding evaluation and checkpoints */
+  int skipped_steps;       /* steps dropped by the NaN policy */
+} ufp4_train_result;
+
+/* Trains from scratch, or with resume = 1 from the latest checkpoint in out_dir (its config must
+ * match). Returns 0 or a negative status with ufp4_last_error() set. */
+int ufp4_train(const ufp4_train_config *cfg, const ufp4_data_source *data, int resume, ufp4_train_result *res);
+
+/* Writes the resolved configuration as JSON (malloc'ed string). */
+char *ufp4_train_config_json(const ufp4_train_config *cfg);
+/* Reads a JSON config (the same keys as config.json; missing keys keep their current value). */
+int ufp4_train_config_load(const char *path, ufp4_train_config *cfg);
+
+/* Mean loss over n validation batches (batch i = val_batch(i)). */
+int ufp4_evaluate(ufp4_model *m, ufp4_batch_fn val_batch, void *ctx, int n, int B, int T, double *loss);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,341 @@
+/* Forward and backward of the whole decoder; see include/ufp4/model.h for the architecture. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ufp4/error.h"
+#include "ufp4/gemm.h"
+#include "ufp4/layers.h"
+#include "ufp4/linear.h"
+#include "ufp4/model.h"
+#include "ufp4/philox.h"
+#include "ufp4/rht.h"
+
+enum { LN1 = 0, WQ, WK, WV, WO, LN2, WG, WU, WD, PER_LAYER };
+enum { N_PROJ = 7 }; /* q k v o gate up down */
+
+typedef struct {
+  float *ln1, *rstd1, *q, *k, *v, *att, *ao, *mid, *ln2, *rstd2, *gate, *up, *act;
+} layer_acts;
+
+struct ufp4_model {
+  ufp4_model_config c;
+  int B;
+  size_t n_params;
+  float *params, *grads;
+  float *w_embed, *w_norm, *w_head, *g_embed, *g_norm, *g_head;
+  float **wl, **gl; /* per layer tensor pointers: wl[l * PER_LAYER + k] */
+  float *rope_cos, *rope_sin;
+  /* activations of the last forward */
+  float *acts_block;
+  float *resid; /* [L + 1][BT, C] */
+  layer_acts *la;
+  float *lnf, *rstdf, *logits, *losses, *lse;
+  int32_t *targets;
+  /* scratch */
+  float *scratch_block;
+  float *lin_scratch, *att_scratch, *tmp_c, *tmp_q, *tmp_k;
+  float *d_resid, *d_ln, *d_q, *d_k, *d_v, *d_ao, *d_gate, *d_up, *d_act, *d_qpre, *d_kpre;
+  int32_t *tokens;
+  int last_B, last_T, have_targets;
+  ufp4_recipe recipe;
+  float rht_signs[UFP4_RHT_MAX];
+  uint64_t recipe_seed, step;
+  int rank;
+};
+
+static size_t sz(size_t a, size_t b) { return a * b; }
+
+int ufp4_model_create(ufp4_model **out, const ufp4_model_config *c, int B) {
+  *out = NULL;
+  int rc = ufp4_model_config_check(c);
+  if (rc) return rc;
+  if (B < 1) return ufp4_fail(UFP4_EINVAL, "model: batch size %d must be positive", B);
+  ufp4_model *m = calloc(1, sizeof *m);
+  if (!m) return ufp4_fail(UFP4_ENOMEM, "model: out of memory");
+  m->c = *c;
+  m->B = B;
+  const int L = c->n_layers;
+  const size_t C = (size_t)c->d_model, V = (size_t)c->vocab, F = (size_t)c->ffn_dim, T = (size_t)c->seq_len;
+  const size_t H = (size_t)c->n_heads, D = C / H, KV = D * (size_t)c->n_kv_heads, QD = H * D;
+  const size_t BT = (size_t)B * T;
+  m->n_params = ufp4_model_param_count(c);
+  m->params = malloc(m->n_params * sizeof(float));
+  m->grads = calloc(m->n_params, sizeof(float));
+  m->wl = malloc(sizeof(float *) * (size_t)L * PER_LAYER);
+  m->gl = malloc(sizeof(float *) * (size_t)L * PER_LAYER);
+  m->la = calloc((size_t)L, sizeof *m->la);
+  if (!m->params || !m->grads || !m->wl || !m->gl || !m->la) goto oom;
+  int nt = ufp4_model_tensor_count(c);
+  for (int i = 0; i < nt; i++) {
+    ufp4_tensor_info t;
+    ufp4_model_tensor(c, i, &t);
+    float *w = m->params + t.offset, *g = m->grads + t.offset;
+    if (i == 0) {
+      m->w_embed = w;
+      m->g_embed = g;
+    } else if (i <= PER_LAYER * L) {
+      m->wl[i - 1] = w;
+      m->gl[i - 1] = g;
+    } else if (i == PER_LAYER * L + 1) {
+      m->w_norm = w;
+      m->g_norm = g;
+    } else {
+      m->w_head = w;
+      m->g_head = g;
+    }
+  }
+  if (c->tie_embeddings) {
+    m->w_head = m->w_embed;
+    m->g_head = m->g_embed;
+  }
+  /* One allocation for every activation of the last forward. */
+  const size_t per_layer = 2 * BT * C + BT + BT * QD + 2 * BT * KV + sz((size_t)B * H, T * T) + BT * QD + BT * C +
+                           BT + 3 * BT * F;
+  const size_t acts = (size_t)(L + 1) * BT * C + (size_t)L * per_layer + BT * C + BT + BT * V + 2 * BT;
+  m->acts_block = malloc(acts * sizeof(float));
+  if (!m->acts_block) goto oom;
+  float *p = m->acts_block;
+#define TAKE(ptr, n) (ptr = p, p += (n))
+  TAKE(m->resid, (size_t)(L + 1) * BT * C);
+  for (int l = 0; l < L; l++) {
+    layer_acts *a = &m->la[l];
+    TAKE(a->ln1, BT * C);
+    TAKE(a->rstd1, BT);
+    TAKE(a->q, BT * QD);
+    TAKE(a->k, BT * KV);
+    TAKE(a->v, BT * KV);
+    TAKE(a->att, sz((size_t)B * H, T * T));
+    TAKE(a->ao, BT * QD);
+    TAKE(a->mid, BT * C);
+    TAKE(a->ln2, BT * C);
+    TAKE(a->rstd2, BT);
+    TAKE(a->gate, BT * F);
+    TAKE(a->up, BT * F);
+    TAKE(a->act, BT * F);
+  }
+  TAKE(m->lnf, BT * C);
+  TAKE(m->rstdf, BT);
+  TAKE(m->logits, BT * V);
+  TAKE(m->losses, BT);
+  TAKE(m->lse, BT);
+  /* Scratch and activation gradients, one allocation. */
+  size_t lin = 0;
+  const size_t shapes[4][2] = {{C, QD}, {C, KV}, {QD, C}, {C, F}};
+  for (int s = 0; s < 4; s++) {
+    size_t a1 = ufp4_linear_scratch_floats(BT, shapes[s][0], shapes[s][1]);
+    size_t a2 = ufp4_linear_scratch_floats(BT, shapes[s][1], shapes[s][0]);
+    lin = lin > a1 ? lin : a1;
+    lin = lin > a2 ? lin : a2;
+  }
+  const size_t att_s = ufp4_attention_scratch_floats(B, (int)T, c->n_kv_heads);
+  const size_t scratch = lin + att_s + BT * C + BT * QD + BT * KV + BT * C + BT * C + BT * QD + 2 * BT * KV +
+                         BT * QD + 3 * BT * F + BT * QD + BT * KV;
+  m->scratch_block = malloc(scratch * sizeof(float));
+  m->rope_cos = malloc(T * (D / 2) * sizeof(float));
+  m->rope_sin = malloc(T * (D / 2) * sizeof(float));
+  m->tokens = malloc(BT * sizeof(int32_t));
+  m->targets = malloc(BT * sizeof(int32_t));
+  if (!m->scratch_block || !m->rope_cos || !m->rope_sin || !m->tokens || !m->targets) goto oom;
+  p = m->scratch_block;
+  TAKE(m->lin_scratch, lin);
+  TAKE(m->att_scratch, att_s);
+  TAKE(m->tmp_c, BT * C);
+  TAKE(m->tmp_q, BT * QD);
+  TAKE(m->tmp_k, BT * KV);
+  TAKE(m->d_resid, BT * C);
+  TAKE(m->d_ln, BT * C);
+  TAKE(m->d_q, BT * QD);
+  TAKE(m->d_k, BT * KV);
+  TAKE(m->d_v, BT * KV);
+  TAKE(m->d_ao, BT * QD);
+  TAKE(m->d_gate, BT * F);
+  TAKE(m->d_up, BT * F);
+  TAKE(m->d_act, BT * F);
+  TAKE(m->d_qpre, BT * QD);
+  TAKE(m->d_kpre, BT * KV);
+#undef TAKE
+  if ((rc = ufp4_rope_init(m->rope_cos, m->rope_sin, (int)T, (int)D, c->rope_theta))) {
+    ufp4_model_free(m);
+    return rc;
+  }
+  ufp4_recipe_parse("fp32", &m->recipe);
+  *out = m;
+  return 0;
+oom:
+  ufp4_model_free(m);
+  return ufp4_fail(UFP4_ENOMEM, "model: out of memory for %zu parameters at batch %d x %d", ufp4_model_param_count(c),
+                   B, c->seq_len);
+}
+
+void ufp4_model_free(ufp4_model *m) {
+  if (!m) return;
+  free(m->params);
+  free(m->grads);
+  free(m->wl);
+  free(m->gl);
+  free(m->la);
+  free(m->acts_block);
+  free(m->scratch_block);
+  free(m->rope_cos);
+  free(m->rope_sin);
+  free(m->tokens);
+  free(m->targets);
+  free(m);
+}
+
+const ufp4_model_config *ufp4_model_get_config(const ufp4_model *m) { return &m->c; }
+float *ufp4_model_params(ufp4_model *m) { return m->params; }
+float *ufp4_model_grads(ufp4_model *m) { return m->grads; }
+size_t ufp4_model_num_params(const ufp4_model *m) { return m->n_params; }
+const float *ufp4_model_logits(const ufp4_model *m) { return m->logits; }
+const float *ufp4_model_residual(const ufp4_model *m, int layer) {
+  return m->resid + (size_t)layer * (size_t)m->last_B * (size_t)m->last_T * (size_t)m->c.d_model;
+}
+
+void ufp4_model_zero_grads(ufp4_model *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
+
+void ufp4_model_init(ufp4_model *m, uint64_t seed) {
+  int nt = ufp4_model_tensor_count(&m->c);
+  for (int i = 0; i < nt; i++) {
+    ufp4_tensor_info t;
+    ufp4_model_tensor(&m->c, i, &t);
+    float *w = m->params + t.offset;
+    if (t.ndim == 1) {
+      for (size_t j = 0; j < t.count; j++) w[j] = 1.0f;
+      continue;
+    }
+    const uint64_t stream = 0x494e4954ull << 32 | (uint64_t)i; /* "INIT" */
+#pragma omp parallel for schedule(static) if (t.count > 65536)
+    for (size_t j = 0; j < t.count; j++) w[j] = m->c.init_std * ufp4_philox_normal(seed, stream, j);
+  }
+}
+
+int ufp4_model_set_recipe(ufp4_model *m, const ufp4_recipe *r, uint64_t seed) {
+  m->recipe = *r;
+  m->recipe_seed = seed;
+  if (r->rht_signs == UFP4_SIGNS_NVIDIA) memcpy(m->rht_signs, ufp4_rht_signs_nvidia16, sizeof(float) * 16);
+  else ufp4_rht_signs_random(m->rht_signs, r->rht_n, seed);
+  return 0;
+}
+
+void ufp4_model_set_step(ufp4_model *m, uint64_t step, int rank) {
+  m->step = step;
+  m->rank = rank;
+}
+
+static ufp4_linear_ctx proj_ctx(const ufp4_model *m, int l, int proj) {
+  const int L = m->c.n_layers;
+  ufp4_linear_ctx ctx = {.recipe = &m->recipe,
+                         .high_precision = l < m->recipe.keep_first || l >= L - m->recipe.keep_last,
+                         .seed = m->recipe_seed,
+                         .stream_base = ((m->step * 1024 + (uint64_t)m->rank) * 4096 + (uint64_t)l) * 8 + (uint64_t)proj,
+                         .rht_signs = m->rht_signs};
+  return ctx;
+}
+
+#define CHECK(call)              \
+  do {                           \
+    int rc_ = (call);            \
+    if (rc_) return rc_;         \
+  } while (0)
+
+int ufp4_model_forward(ufp4_model *m, const int32_t *tokens, const int32_t *targets, int B, int T, double *loss) {
+  const ufp4_model_config *c = &m->c;
+  if (B < 1 || B > m->B || T < 1 || T > c->seq_len)
+    return ufp4_fail(UFP4_EINVAL, "model: batch %d x %d exceeds the allocated %d x %d", B, T, m->B, c->seq_len);
+  const int C = c->d_model, H = c->n_heads, KVH = c->n_kv_heads, D = C / H, F = c->ffn_dim, V = c->vocab;
+  const int QD = H * D, KV = KVH * D;
+  const size_t BT = (size_t)B * (size_t)T;
+  m->last_B = B;
+  m->last_T = T;
+  memcpy(m->tokens, tokens, BT * sizeof(int32_t));
+  CHECK(ufp4_embedding_forward(m->resid, tokens, m->w_embed, (int)BT, V, C));
+  for (int l = 0; l < c->n_layers; l++) {
+    layer_acts *a = &m->la[l];
+    float **w = m->wl + (size_t)l * PER_LAYER;
+    const float *x = m->resid + (size_t)l * BT * C;
+    float *y = m->resid + (size_t)(l + 1) * BT * C;
+    ufp4_linear_ctx cq = proj_ctx(m, l, 0), ck = proj_ctx(m, l, 1), cv = proj_ctx(m, l, 2), co = proj_ctx(m, l, 3),
+                    cg = proj_ctx(m, l, 4), cu = proj_ctx(m, l, 5), cd = proj_ctx(m, l, 6);
+    CHECK(ufp4_rmsnorm_forward(a->ln1, a->rstd1, x, w[LN1], (int)BT, C, c->rms_eps));
+    CHECK(ufp4_linear_forward(&cq, a->ln1, w[WQ], m->tmp_q, BT, C, QD, m->lin_scratch));
+    CHECK(ufp4_rope_forward(a->q, m->tmp_q, m->rope_cos, m->rope_sin, B, T, H, D));
+    CHECK(ufp4_linear_forward(&ck, a->ln1, w[WK], m->tmp_k, BT, C, KV, m->lin_scratch));
+    CHECK(ufp4_rope_forward(a->k, m->tmp_k, m->rope_cos, m->rope_sin, B, T, KVH, D));
+    CHECK(ufp4_linear_forward(&cv, a->ln1, w[WV], a->v, BT, C, KV, m->lin_scratch));
+    CHECK(ufp4_attention_forward(a->ao, a->att, a->q, a->k, a->v, B, T, H, KVH, D));
+    CHECK(ufp4_linear_forward(&co, a->ao, w[WO], m->tmp_c, BT, QD, C, m->lin_scratch));
+    CHECK(ufp4_residual_forward(a->mid, x, m->tmp_c, BT * C));
+    CHECK(ufp4_rmsnorm_forward(a->ln2, a->rstd2, a->mid, w[LN2], (int)BT, C, c->rms_eps));
+    CHECK(ufp4_linear_forward(&cg, a->ln2, w[WG], a->gate, BT, C, F, m->lin_scratch));
+    CHECK(ufp4_linear_forward(&cu, a->ln2, w[WU], a->up, BT, C, F, m->lin_scratch));
+    CHECK(ufp4_swiglu_forward(a->act, a->gate, a->up, (int)BT, F));
+    CHECK(ufp4_linear_forward(&cd, a->act, w[WD], m->tmp_c, BT, F, C, m->lin_scratch));
+    CHECK(ufp4_residual_forward(y, a->mid, m->tmp_c, BT * C));
+  }
+  const float *top = m->resid + (size_t)c->n_layers * BT * C;
+  CHECK(ufp4_rmsnorm_forward(m->lnf, m->rstdf, top, m->w_norm, (int)BT, C, c->rms_eps));
+  ufp4_sgemm_abt(m->lnf, m->w_head, m->logits, BT, (size_t)V, (size_t)C, 0.0f);
+  m->have_targets = targets != NULL;
+  if (targets) {
+    memcpy(m->targets, targets, BT * sizeof(int32_t));
+    double mean = 0;
+    CHECK(ufp4_cross_entropy_forward(m->losses, m->lse, &mean, NULL, m->logits, targets, (int)BT, V));
+    if (loss) *loss = mean;
+  }
+  return 0;
+}
+
+int ufp4_model_backward(ufp4_model *m, float dloss) {
+  const ufp4_model_config *c = &m->c;
+  if (!m->have_targets) return ufp4_fail(UFP4_EINVAL, "model: backward needs a forward with targets");
+  const int B = m->last_B, T = m->last_T;
+  const int C = c->d_model, H = c->n_heads, KVH = c->n_kv_heads, D = C / H, F = c->ffn_dim, V = c->vocab;
+  const int QD = H * D, KV = KVH * D;
+  const size_t BT = (size_t)B * (size_t)T;
+  /* dlogits overwrite the logits. */
+  CHECK(ufp4_cross_entropy_backward(m->logits, m->logits, m->lse, m->targets, dloss, (int)BT, V));
+  ufp4_sgemm_ab(m->logits, m->w_head, m->d_ln, BT, (size_t)C, (size_t)V, 0.0f);
+  ufp4_sgemm_atb(m->logits, m->lnf, m->g_head, (size_t)V, (size_t)C, BT, 1.0f);
+  memset(m->d_resid, 0, BT * C * sizeof(float));
+  const float *top = m->resid + (size_t)c->n_layers * BT * C;
+  CHECK(ufp4_rmsnorm_backward(m->d_resid, m->g_norm, m->d_ln, top, m->w_norm, m->rstdf, (int)BT, C));
+  for (int l = c->n_layers - 1; l >= 0; l--) {
+    layer_acts *a = &m->la[l];
+    float **w = m->wl + (size_t)l * PER_LAYER, **g = m->gl + (size_t)l * PER_LAYER;
+    const float *x = m->resid + (size_t)l * BT * C;
+    ufp4_linear_ctx cq = proj_ctx(m, l, 0), ck = proj_ctx(m, l, 1), cv = proj_ctx(m, l, 2), co = proj_ctx(m, l, 3),
+                    cg = proj_ctx(m, l, 4), cu = proj_ctx(m, l, 5), cd = proj_ctx(m, l, 6);
+    /* MLP half: d_resid holds dL/d(block output) = dL/d(mid) through the residual. */
+    memset(m->d_act, 0, BT * F * sizeof(float));
+    CHECK(ufp4_linear_backward(&cd, m->d_resid, a->act, w[WD], m->d_act, g[WD], BT, F, C, m->lin_scratch));
+    memset(m->d_gate, 0, BT * F * sizeof(float));
+    memset(m->d_up, 0, BT * F * sizeof(float));
+    CHECK(ufp4_swiglu_backward(m->d_gate, m->d_up, m->d_act, a->gate, a->up, (int)BT, F));
+    memset(m->d_ln, 0, BT * C * sizeof(float));
+    CHECK(ufp4_linear_backward(&cg, m->d_gate, a->ln2, w[WG], m->d_ln, g[WG], BT, C, F, m->lin_scratch));
+    CHECK(ufp4_linear_backward(&cu, m->d_up, a->ln2, w[WU], m->d_ln, g[WU], BT, C, F, m->lin_scratch));
+    CHECK(ufp4_rmsnorm_backward(m->d_resid, g[LN2], m->d_ln, a->mid, w[LN2], a->rstd2, (int)BT, C));
+    /* Attention half: d_resid now holds dL/d(mid). */
+    memset(m->d_ao, 0, BT * QD * sizeof(float));
+    CHECK(ufp4_linear_backward(&co, m->d_resid, a->ao, w[WO], m->d_ao, g[WO], BT, QD, C, m->lin_scratch));
+    memset(m->d_q, 0, BT * QD * sizeof(float));
+    memset(m->d_k, 0, BT * KV * sizeof(float));
+    memset(m->d_v, 0, BT * KV * sizeof(float));
+    CHECK(ufp4_attention_backward(m->d_q, m->d_k, m->d_v, m->att_scratch, m->d_ao, a->att, a->q, a->k, a->v, B, T, H,
+                                  KVH, D));
+    memset(m->d_qpre, 0, BT * QD * sizeof(float));
+    memset(m->d_kpre, 0, BT * KV * sizeof(float));
+    CHECK(ufp4_rope_backward(m->d_qpre, m->d_q, m->rope_cos, m->rope_sin, B, T, H, D));
+    CHECK(ufp4_rope_backward(m->d_kpre, m->d_k, m->rope_cos, m->rope_sin, B, T, KVH, D));
+    memset(m->d_ln, 0, BT * C * sizeof(float));
+    CHECK(ufp4_linear_backward(&cq, m->d_qpre, a->ln1, w[WQ], m->d_ln, g[WQ], BT, C, QD, m->lin_scratch));
+    CHECK(ufp4_linear_backward(&ck, m->d_kpre, a->ln1, w[WK], m->d_ln, g[WK], BT, C, KV, m->lin_scratch));
+    CHECK(ufp4_linear_backward(&cv, m->d_v, a->ln1, w[WV], m->d_ln, g[WV], BT, C, KV, m->lin_scratch));
+    CHECK(ufp4_rmsnorm_backward(m->d_resid, g[LN1], m->d_ln, x, w[LN1], a->rstd1, (int)BT, C));
+  }
+  CHECK(ufp4_embedding_backward(m->g_embed, m->d_resid, m->tokens, (int)BT, V, C));
+  m->have_targets = 0;
+  return 0;
+}

@@ -1,0 +1,71 @@
+/* RMSNorm as HF LlamaRMSNorm computes it in float32. */
+#include <math.h>
+
+#include "model/layer_check.h"
+#include "ufp4/layers.h"
+
+/* Columns of dw one thread owns at a time; the double partial sums of a block live on the stack. */
+#define RMS_COL_BLOCK 64
+
+int ufp4_rmsnorm_forward(float *out, float *rstd, const float *x, const float *w, int N, int C,
+                         float eps) {
+  const char *what = "ufp4_rmsnorm_forward";
+  size_t n;
+  int rc;
+  LAYER_NONNULL(what, out);
+  LAYER_NONNULL(what, rstd);
+  LAYER_NONNULL(what, x);
+  LAYER_NONNULL(what, w);
+  if ((rc = layer_count(&n, what, N, C, 1, 1)) < 0) return rc;
+  if (!(eps >= 0.0f)) return ufp4_fail(UFP4_EINVAL, "%s: eps must be >= 0 (got %g)", what, eps);
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; i++) {
+    const float *xi = x + (size_t)i * C;
+    float *oi = out + (size_t)i * C;
+    double ss = 0.0;
+    for (int j = 0; j < C; j++) ss += (double)xi[j] * xi[j];
+    float r = (float)(1.0 / sqrt(ss / C + (double)eps));
+    rstd[i] = r;
+    for (int j = 0; j < C; j++) oi[j] = (xi[j] * r) * w[j];
+  }
+  return 0;
+}
+
+int ufp4_rmsnorm_backward(float *dx, float *dw, const float *dout, const float *x, const float *w,
+                          const float *rstd, int N, int C) {
+  const char *what = "ufp4_rmsnorm_backward";
+  size_t n;
+  int rc;
+  LAYER_NONNULL(what, dx);
+  LAYER_NONNULL(what, dw);
+  LAYER_NONNULL(what, dout);
+  LAYER_NONNULL(what, x);
+  LAYER_NONNULL(what, w);
+  LAYER_NONNULL(what, rstd);
+  if ((rc = layer_count(&n, what, N, C, 1, 1)) < 0) return rc;
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < N; i++) {
+    const float *xi = x + (size_t)i * C, *gi = dout + (size_t)i * C;
+    float *dxi = dx + (size_t)i * C;
+    double s = 0.0;
+    for (int j = 0; j < C; j++) s += (double)gi[j] * w[j] * xi[j];
+    float r = rstd[i];
+    float k = (float)((double)r * r * r * s / C);
+    for (int j = 0; j < C; j++) dxi[j] += r * gi[j] * w[j] - xi[j] * k;
+  }
+  /* dw reduces over rows: split by columns so each dw[j] is one thread's in-order sum. */
+  int nblocks = (C + RMS_COL_BLOCK - 1) / RMS_COL_BLOCK;
+#pragma omp parallel for schedule(static)
+  for (int blk = 0; blk < nblocks; blk++) {
+    int c0 = blk * RMS_COL_BLOCK;
+    int c1 = c0 + RMS_COL_BLOCK < C ? c0 + RMS_COL_BLOCK : C;
+    double acc[RMS_COL_BLOCK] = {0};
+    for (int i = 0; i < N; i++) {
+      const float *xi = x + (size_t)i * C, *gi = dout + (size_t)i * C;
+      double r = rstd[i];
+      for (int j = c0; j < c1; j++) acc[j - c0] += (double)gi[j] * xi[j] * r;
+    }
+    for (int j = c0; j < c1; j++) dw[j] += (float)acc[j - c0];
+  }
+  return 0;
+}

@@ -1,0 +1,316 @@
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ufp4/checkpoint.h"
+#include "ufp4/error.h"
+#include "ufp4/fileio.h"
+#include "ufp4/parallel.h"
+#include "ufp4/train.h"
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+/* tokens [B, T+1] -> inputs [B, T] and targets shifted by one. */
+static void split_batch(const int32_t *tokens, int32_t *inp, int32_t *tgt, int B, int T) {
+  for (int b = 0; b < B; b++) {
+    memcpy(inp + (size_t)b * T, tokens + (size_t)b * (T + 1), (size_t)T * sizeof(int32_t));
+    memcpy(tgt + (size_t)b * T, tokens + (size_t)b * (T + 1) + 1, (size_t)T * sizeof(int32_t));
+  }
+}
+
+int ufp4_evaluate(ufp4_model *m, ufp4_batch_fn val_batch, void *ctx, int n, int B, int T, double *loss) {
+  int32_t *tokens = malloc(sizeof(int32_t) * (size_t)B * (T + 1));
+  int32_t *inp = malloc(sizeof(int32_t) * (size_t)B * T), *tgt = malloc(sizeof(int32_t) * (size_t)B * T);
+  int rc = (!tokens || !inp || !tgt) ? ufp4_fail(UFP4_ENOMEM, "evaluate: out of memory") : 0;
+  double total = 0;
+  for (int i = 0; i < n && !rc; i++) {
+    double l;
+    if (!(rc = val_batch(ctx, (uint64_t)i, tokens))) {
+      split_batch(tokens, inp, tgt, B, T);
+      rc = ufp4_model_forward(m, inp, tgt, B, T, &l);
+      total += l;
+    }
+  }
+  free(tokens);
+  free(inp);
+  free(tgt);
+  if (!rc) *loss = n > 0 ? total / n : NAN;
+  return rc;
+}
+
+/* Weight decay on 2-D weights only: one segment per parameter tensor. */
+typedef struct {
+  size_t *start;
+  uint8_t *decay;
+  int n;
+} segments;
+
+static int make_segments(const ufp4_model_config *c, segments *s) {
+  s->n = ufp4_model_tensor_count(c);
+  s->start = malloc(sizeof(size_t) * (size_t)s->n);
+  s->decay = malloc((size_t)s->n);
+  if (!s->start || !s->decay) return ufp4_fail(UFP4_ENOMEM, "train: out of memory");
+  for (int i = 0; i < s->n; i++) {
+    ufp4_tensor_info t;
+    ufp4_model_tensor(c, i, &t);
+    s->start[i] = t.offset;
+    s->decay[i] = t.ndim == 2;
+  }
+  return 0;
+}
+
+static int ckpt_path(char *out, size_t size, const char *run, int step) {
+  if (snprintf(out, size, "%s/ckpt/step_%08d", run, step) >= (int)size)
+    return ufp4_fail(UFP4_EIO, "%s: path too long", run);
+  return 0;
+}
+
+/* Highest step with a complete checkpoint folder (config.json, model and optimizer present), or -1. */
+static int latest_checkpoint(const char *run) {
+  char dir[1200];
+  snprintf(dir, sizeof dir, "%s/ckpt", run);
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int best = -1;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    int step;
+    char tail;
+    if (sscanf(e->d_name, "step_%d%c", &step, &tail) != 1) continue;
+    char probe[1600];
+    struct stat st;
+    snprintf(probe, sizeof probe, "%s/%s/optimizer.safetensors", dir, e->d_name);
+    if (stat(probe, &st) == 0 && step > best) best = step;
+  }
+  closedir(d);
+  return best;
+}
+
+/* Removes checkpoints older than the `keep` most recent ones. */
+static void prune_checkpoints(const char *run, int keep, int every, int newest) {
+  for (int step = newest - keep * every; step > 0 && every > 0; step -= every) {
+    char path[1200];
+    if (ckpt_path(path, sizeof path, run, step)) return;
+    struct stat st;
+    if (stat(path, &st)) break;
+    ufp4_remove_tree(path);
+  }
+}
+
+/* metrics.jsonl keeps only the lines up to `step` (resume) so the file reads as one run. */
+static int truncate_metrics(const char *path, int step) {
+  char *text;
+  size_t len;
+  if (access(path, F_OK)) return 0;
+  int rc = ufp4_read_file_limited(path, (size_t)1 << 31, &text, &len);
+  if (rc) return rc;
+  size_t keep = 0;
+  for (size_t i = 0; i < len;) {
+    char *nl = memchr(text + i, '\n', len - i);
+    size_t end = nl ? (size_t)(nl - text) + 1 : len;
+    int s = -1;
+    if (sscanf(text + i, "{\"step\":%d", &s) == 1 && s > step) break;
+    keep = end;
+    i = end;
+  }
+  rc = ufp4_write_file_atomic(path, text, keep);
+  free(text);
+  return rc;
+}
+
+static void format_eta(double s, char *buf, size_t size) {
+  if (!isfinite(s) || s < 0) s = 0;
+  long t = (long)(s + 0.5);
+  if (t >= 3600) snprintf(buf, size, "%ldh%02ldm", t / 3600, (t / 60) % 60);
+  else snprintf(buf, size, "%ldm%02lds", t / 60, t % 60);
+}
+
+typedef struct {
+  ufp4_model *model;
+  float *m_state, *v_state;
+  int32_t *tokens, *inp, *tgt;
+  segments seg;
+  FILE *metrics;
+} run_state;
+
+static void run_state_free(run_state *s) {
+  ufp4_model_free(s->model);
+  free(s->m_state);
+  free(s->v_state);
+  free(s->tokens);
+  free(s->inp);
+  free(s->tgt);
+  free(s->seg.start);
+  free(s->seg.decay);
+  if (s->metrics) fclose(s->metrics);
+}
+
+static int save(const ufp4_train_config *cfg, run_state *s, int step) {
+  char path[1200], json[256];
+  int rc = ckpt_path(path, sizeof path, cfg->out_dir, step);
+  if (rc) return rc;
+  snprintf(json, sizeof json, "{\"step\":%d,\"seed\":%llu}", step, (unsigned long long)cfg->seed);
+  if ((rc = ufp4_checkpoint_save(path, s->model, s->m_state, s->v_state, json))) return rc;
+  prune_checkpoints(cfg->out_dir, cfg->keep_ckpts, cfg->ckpt_every > 0 ? cfg->ckpt_every : 0, step);
+  return 0;
+}
+
+static int resume_from(const ufp4_train_config *cfg, run_state *s, int *start_step) {
+  int step = latest_checkpoint(cfg->out_dir);
+  if (step < 0) return ufp4_fail(UFP4_EINVAL, "%s: --resume, but no complete checkpoint under %s/ckpt", cfg->out_dir, cfg->out_dir);
+  char path[1200], *trainer = NULL;
+  int rc = ckpt_path(path, sizeof path, cfg->out_dir, step);
+  ufp4_model_config saved;
+  if (!rc) rc = ufp4_checkpoint_config(path, &saved);
+  if (!rc && ufp4_model_param_count(&saved) != ufp4_model_num_params(s->model))
+    rc = ufp4_fail(UFP4_EINVAL, "%s: the checkpoint's model does not match this run's config", path);
+  if (!rc) rc = ufp4_checkpoint_load_params(path, s->model);
+  if (!rc) rc = ufp4_checkpoint_load_optimizer(path, ufp4_model_num_params(s->model), s->m_state, s->v_state, &trainer);
+  if (!rc) {
+    cJSON *j = trainer ? cJSON_Parse(trainer) : NULL;
+    const cJSON *st = j ? cJSON_GetObjectItemCaseSensitive(j, "step") : NULL;
+    if (!cJSON_IsNumber(st) || st->valueint != step)
+      rc = ufp4_fail(UFP4_EFORMAT, "%s: optimizer metadata does not record step %d", path, step);
+    cJSON_Delete(j);
+  }
+  free(trainer);
+  *start_step = step;
+  return rc;
+}
+
+int ufp4_train(const ufp4_train_config *cfg, const ufp4_data_source *data, int resume, ufp4_train_result *res) {
+  memset(res, 0, sizeof *res);
+  res->final_val_loss = NAN;
+  ufp4_recipe recipe;
+  int rc = ufp4_recipe_parse(cfg->recipe, &recipe);
+  if (rc) return rc;
+  if (cfg->batch < 1 || cfg->grad_accum < 1 || cfg->steps < 1 || cfg->log_every < 1 || cfg->keep_ckpts < 1)
+    return ufp4_fail(UFP4_EINVAL, "train: batch, grad_accum, steps, log_every and keep_ckpts must be positive");
+  ufp4_set_threads(cfg->threads);
+  const int B = cfg->batch, T = cfg->model.seq_len;
+  run_state s = {0};
+  if ((rc = ufp4_model_create(&s.model, &cfg->model, B))) return rc;
+  const size_t n = ufp4_model_num_params(s.model);
+  s.m_state = calloc(n, sizeof(float));
+  s.v_state = calloc(n, sizeof(float));
+  s.tokens = malloc(sizeof(int32_t) * (size_t)B * (T + 1));
+  s.inp = malloc(sizeof(int32_t) * (size_t)B * T);
+  s.tgt = malloc(sizeof(int32_t) * (size_t)B * T);
+  if (!s.m_state || !s.v_state || !s.tokens || !s.inp || !s.tgt) {
+    rc = ufp4_fail(UFP4_ENOMEM, "train: out of memory for %zu parameters", n);
+    goto done;
+  }
+  if ((rc = make_segments(&cfg->model, &s.seg))) goto done;
+  ufp4_model_init(s.model, cfg->seed);
+  ufp4_model_set_recipe(s.model, &recipe, cfg->seed);
+
+  char path[1200];
+  if ((rc = ufp4_mkdirs(cfg->out_dir))) goto done;
+  int start = 0;
+  if (resume && (rc = resume_from(cfg, &s, &start))) goto done;
+  const int writer = cfg->rank == 0;
+  snprintf(path, sizeof path, "%s/config.json", cfg->out_dir);
+  if (writer) {
+    char *json = ufp4_train_config_json(cfg);
+    rc = json ? ufp4_write_file_atomic(path, json, strlen(json)) : ufp4_fail(UFP4_ENOMEM, "train: out of memory");
+    free(json);
+    if (rc) goto done;
+    snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->out_dir);
+    if (resume && (rc = truncate_metrics(path, start))) goto done;
+    s.metrics = fopen(path, resume ? "a" : "w");
+    if (!s.metrics) {
+      rc = ufp4_fail(UFP4_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
+      goto done;
+    }
+  }
+
+  double train_time = 0, window_loss = 0;
+  int window_n = 0;
+  for (int step = start; step < cfg->steps; step++) {
+    const double t0 = now_s();
+    ufp4_model_zero_grads(s.model);
+    double loss = 0;
+    for (int micro = 0; micro < cfg->grad_accum && !rc; micro++) {
+      const uint64_t index = (uint64_t)step * cfg->grad_accum + micro; /* the source strides ranks */
+      double l;
+      if ((rc = data->train_batch(data->train_ctx, index, s.tokens))) break;
+      split_batch(s.tokens, s.inp, s.tgt, B, T);
+      ufp4_model_set_step(s.model, (uint64_t)step * cfg->grad_accum + micro, cfg->rank);
+      if ((rc = ufp4_model_forward(s.model, s.inp, s.tgt, B, T, &l))) break;
+      if ((rc = ufp4_model_backward(s.model, 1.0f / cfg->grad_accum))) break;
+      loss += l / cfg->grad_accum;
+    }
+    if (rc) goto done;
+    const double gnorm = ufp4_grad_norm(ufp4_model_grads(s.model), n);
+    const double lr = ufp4_lr_at(&cfg->optim, step);
+    const int bad = !isfinite(loss) || !isfinite(gnorm);
+    if (bad) {
+      if (cfg->nan_policy == UFP4_NAN_STOP) {
+        rc = ufp4_fail(UFP4_EINVAL,
+                       "train: step %d: loss %g, gradient norm %g is not finite; stopping (the last checkpoint is kept)",
+                       step + 1, loss, gnorm);
+        goto done;
+      }
+      res->skipped_steps++;
+      if (cfg->progress) fprintf(stderr, "\nstep %d: non-finite loss or gradient, update skipped\n", step + 1);
+    } else {
+      float scale = cfg->optim.grad_clip > 0 && gnorm > cfg->optim.grad_clip ? (float)(cfg->optim.grad_clip / gnorm) : 1.0f;
+      ufp4_adamw_step(ufp4_model_params(s.model), ufp4_model_grads(s.model), s.m_state, s.v_state, n, &cfg->optim, lr,
+                      step + 1, scale, s.seg.start, s.seg.decay, s.seg.n);
+    }
+    const double dt = now_s() - t0;
+    train_time += dt;
+    const double tok_s = (double)B * T * cfg->grad_accum * cfg->world / dt;
+    if (!bad) {
+      window_loss += loss;
+      window_n++;
+    }
+    const int done_steps = step + 1;
+    if (writer && (done_steps % cfg->log_every == 0 || done_steps == cfg->steps)) {
+      fprintf(s.metrics,
+              "{\"step\":%d,\"loss\":%.9g,\"lr\":%.6g,\"grad_norm\":%.6g,\"tokens_per_s\":%.1f,\"ms_per_step\":%.2f%s}\n",
+              done_steps, loss, lr, gnorm, tok_s, dt * 1e3, bad ? ",\"skipped\":true" : "");
+      fflush(s.metrics);
+      res->final_loss = window_n ? window_loss / window_n : NAN;
+      window_loss = 0;
+      window_n = 0;
+    }
+    const int eval_now = data->val_batch && cfg->eval_batches > 0 &&
+                         ((cfg->eval_every > 0 && done_steps % cfg->eval_every == 0) || done_steps == cfg->steps);
+    if (eval_now) {
+      double vl;
+      if ((rc = ufp4_evaluate(s.model, data->val_batch, data->val_ctx, cfg->eval_batches, B, T, &vl))) goto done;
+      res->final_val_loss = vl;
+      if (writer) {
+        fprintf(s.metrics, "{\"step\":%d,\"val_loss\":%.9g,\"val_ppl\":%.6g}\n", done_steps, vl, exp(vl));
+        fflush(s.metrics);
+      }
+    }
+    if (cfg->progress && writer) {
+      char eta[32];
+      format_eta(train_time / (done_steps - start) * (cfg->steps - done_steps), eta, sizeof eta);
+      fprintf(stderr, "\r[%s] step %d/%d  loss %.4f  lr %.2e  %.0f tok/s  ETA %s   ", recipe.name, done_steps,
+              cfg->steps, loss, lr, tok_s, eta);
+      if (done_steps == cfg->steps) fputc('\n', stderr);
+      fflush(stderr);
+    }
+    const int ckpt_now = (cfg->ckpt_every > 0 && done_steps % cfg->ckpt_every == 0) || done_steps == cfg->steps;
+    if (writer && ckpt_now && (rc = save(cfg, &s, done_steps))) goto done;
+    res->steps_done = done_steps;
+  }
+  res->tokens_per_s = train_time > 0 ? (double)B * T * cfg->grad_accum * cfg->world * (res->steps_done - start) / train_time : 0;
+done:
+  run_state_free(&s);
+  return rc;
+}

@@ -1,0 +1,143 @@
+#include "ufp4/fileio.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ufp4/error.h"
+
+static int write_all(int fd, const void *data, size_t size) {
+  const char *p = data;
+  while (size > 0) {
+    ssize_t w = write(fd, p, size);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return -1;
+    }
+    p += w;
+    size -= (size_t)w;
+  }
+  return 0;
+}
+
+/* fsync of the folder holding `path`, so the rename itself survives a crash. */
+static int sync_parent(const char *path) {
+  char dir[4096];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  if (!slash) snprintf(dir, sizeof dir, ".");
+  else if (slash == dir) dir[1] = '\0';
+  else *slash = '\0';
+  int fd = open(dir, O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return -1;
+  int rc = fsync(fd);
+  int saved = errno;
+  close(fd);
+  errno = saved;
+  return rc < 0 && errno != EINVAL ? -1 : 0;
+}
+
+int ufp4_write_parts_atomic(const char *path, const void *const *parts, const size_t *sizes, size_t n_parts) {
+  char tmp[4096];
+  if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp)
+    return ufp4_fail(UFP4_EIO, "%s: path too long", path);
+  int fd = mkstemp(tmp);
+  if (fd < 0) return ufp4_fail(UFP4_EIO, "%s: cannot create a temporary file: %s", path, strerror(errno));
+  const char *stage = "write";
+  for (size_t i = 0; i < n_parts; i++)
+    if (write_all(fd, parts[i], sizes[i])) goto fail;
+  stage = "fsync";
+  if (fchmod(fd, 0644) || fsync(fd)) goto fail;
+  stage = "close";
+  if (close(fd)) {
+    fd = -1;
+    goto fail;
+  }
+  fd = -1;
+  stage = "rename";
+  if (rename(tmp, path)) goto fail;
+  if (sync_parent(path)) return ufp4_fail(UFP4_EIO, "%s: fsync of its folder failed: %s", path, strerror(errno));
+  return 0;
+fail:;
+  int saved = errno;
+  if (fd >= 0) close(fd);
+  unlink(tmp);
+  return ufp4_fail(UFP4_EIO, "%s: %s failed: %s (nothing was replaced)", path, stage, strerror(saved));
+}
+
+int ufp4_write_file_atomic(const char *path, const void *data, size_t size) {
+  return ufp4_write_parts_atomic(path, &data, &size, 1);
+}
+
+int ufp4_read_file_limited(const char *path, size_t max_size, char **data, size_t *size) {
+  *data = NULL;
+  *size = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return ufp4_fail(UFP4_EIO, "%s: cannot open: %s", path, strerror(errno));
+  struct stat st;
+  if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
+    fclose(f);
+    return ufp4_fail(UFP4_EIO, "%s: not a regular file", path);
+  }
+  if ((unsigned long long)st.st_size > max_size) {
+    fclose(f);
+    return ufp4_fail(UFP4_EFORMAT, "%s: %lld bytes, more than the %zu allowed", path, (long long)st.st_size, max_size);
+  }
+  size_t n = (size_t)st.st_size;
+  char *buf = malloc(n + 1);
+  if (!buf) {
+    fclose(f);
+    return ufp4_fail(UFP4_ENOMEM, "%s: out of memory for %zu bytes", path, n);
+  }
+  size_t got = fread(buf, 1, n, f);
+  int err = ferror(f);
+  fclose(f);
+  if (err || got != n) {
+    free(buf);
+    return ufp4_fail(UFP4_EIO, "%s: read %zu of %zu bytes", path, got, n);
+  }
+  buf[n] = '\0';
+  *data = buf;
+  *size = n;
+  return 0;
+}
+
+int ufp4_mkdirs(const char *path) {
+  char buf[4096];
+  if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) return ufp4_fail(UFP4_EIO, "%s: path too long", path);
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(buf, 0755) && errno != EEXIST) return ufp4_fail(UFP4_EIO, "%s: cannot create: %s", buf, strerror(errno));
+    *p = '/';
+  }
+  if (mkdir(buf, 0755) && errno != EEXIST) return ufp4_fail(UFP4_EIO, "%s: cannot create: %s", buf, strerror(errno));
+  struct stat st;
+  if (stat(buf, &st) || !S_ISDIR(st.st_mode)) return ufp4_fail(UFP4_EIO, "%s: exists and is not a folder", buf);
+  return 0;
+}
+
+int ufp4_remove_tree(const char *path) {
+  struct stat st;
+  if (lstat(path, &st)) return errno == ENOENT ? 0 : ufp4_fail(UFP4_EIO, "%s: %s", path, strerror(errno));
+  if (!S_ISDIR(st.st_mode)) return unlink(path) ? ufp4_fail(UFP4_EIO, "%s: cannot remove: %s", path, strerror(errno)) : 0;
+  DIR *d = opendir(path);
+  if (!d) return ufp4_fail(UFP4_EIO, "%s: cannot open: %s", path, strerror(errno));
+  struct dirent *e;
+  int rc = 0;
+  while (!rc && (e = readdir(d))) {
+    if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+    char child[4096];
+    if (snprintf(child, sizeof child, "%s/%s", path, e->d_name) >= (int)sizeof child)
+      rc = ufp4_fail(UFP4_EIO, "%s: path too long", path);
+    else rc = ufp4_remove_tree(child);
+  }
+  closedir(d);
+  if (!rc && rmdir(path)) rc = ufp4_fail(UFP4_EIO, "%s: cannot remove: %s", path, strerror(errno));
+  return rc;
+}

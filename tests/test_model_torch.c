@@ -1,0 +1,128 @@
+/* The fp32 model against an independent PyTorch float64 implementation (tests/torch_llama_ref.py)
+ * that reads the same safetensors checkpoint: logits, loss and every parameter gradient. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ufp4/checkpoint.h"
+#include "ufp4/fileio.h"
+#include "ufp4/model.h"
+#include "ufp4/npy.h"
+#include "ufp4/philox.h"
+
+enum { B = 2, T = 16 };
+
+/* fp32 accumulation over a few hundred terms: a normwise relative error of some hundred ulps of
+ * float is the expected scale; 1000 * FLT_EPSILON leaves room without hiding a real bug (a wrong
+ * term moves gradients by whole percents). */
+#define TOL (1000 * FLT_EPSILON)
+
+static double rel_err(const float *got, const float *want, size_t n) {
+  double d = 0, w = 0;
+  for (size_t i = 0; i < n; i++) {
+    d += ((double)got[i] - want[i]) * ((double)got[i] - want[i]);
+    w += (double)want[i] * want[i];
+  }
+  return sqrt(d / (w > 0 ? w : 1));
+}
+
+static void compare(const char *dir, const char *file, const float *got, size_t n, const char *what) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  ufp4_npy ref;
+  assert_int_equal(ufp4_npy_read(path, &ref), 0);
+  assert_int_equal(ref.count, n);
+  double e = rel_err(got, ref.data, n);
+  if (!(e <= TOL)) fail_msg("%s: normwise relative error %.3g > %.3g", what, e, (double)TOL);
+  ufp4_npy_free(&ref);
+}
+
+static void run_case(int kv_heads, int tied) {
+  if (system("/usr/bin/python3 -c 'import torch' 2>/dev/null") != 0) {
+    print_message("skipped: /usr/bin/python3 with torch is not installed (Debian python3-torch)\n");
+    skip();
+  }
+  const char *src = getenv("UFP4_SOURCE_DIR");
+  assert_non_null(src);
+  char dir[] = "/tmp/ufp4_torch_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  ufp4_model_config c = ufp4_model_config_default();
+  c.n_layers = 2;
+  c.d_model = 32;
+  c.n_heads = 4;
+  c.n_kv_heads = kv_heads;
+  c.ffn_dim = 48;
+  c.seq_len = T;
+  c.vocab = 37;
+  c.init_std = 0.2f;
+  c.rope_theta = 500.0; /* a small theta makes every rotation frequency matter over 16 positions */
+  c.tie_embeddings = tied;
+  ufp4_model *m;
+  assert_int_equal(ufp4_model_create(&m, &c, B), 0);
+  ufp4_model_init(m, 42);
+  char ckpt[4200], path[4300];
+  snprintf(ckpt, sizeof ckpt, "%s/ckpt", dir);
+  assert_int_equal(ufp4_checkpoint_save(ckpt, m, NULL, NULL, NULL), 0);
+
+  int32_t tok[B * T], tgt[B * T];
+  float ftok[B * T], ftgt[B * T];
+  for (int i = 0; i < B * T; i++) {
+    tok[i] = (int32_t)(ufp4_philox_u32(1, 1, (uint64_t)i) % (uint32_t)c.vocab);
+    tgt[i] = i % 7 == 3 ? -1 : (int32_t)(ufp4_philox_u32(1, 2, (uint64_t)i) % (uint32_t)c.vocab);
+    ftok[i] = (float)tok[i];
+    ftgt[i] = (float)tgt[i];
+  }
+  size_t shape[2] = {B, T};
+  snprintf(path, sizeof path, "%s/tokens.npy", dir);
+  assert_int_equal(ufp4_npy_write(path, ftok, shape, 2), 0);
+  snprintf(path, sizeof path, "%s/targets.npy", dir);
+  assert_int_equal(ufp4_npy_write(path, ftgt, shape, 2), 0);
+
+  char cmd[20000];
+  snprintf(cmd, sizeof cmd,
+           "/usr/bin/python3 %s/tests/torch_llama_ref.py %s/model.safetensors %s/config.json %s/tokens.npy "
+           "%s/targets.npy %s",
+           src, ckpt, ckpt, dir, dir, dir);
+  assert_int_equal(system(cmd), 0);
+
+  double loss;
+  assert_int_equal(ufp4_model_forward(m, tok, tgt, B, T, &loss), 0);
+  compare(dir, "logits.npy", ufp4_model_logits(m), (size_t)B * T * c.vocab, "logits");
+  snprintf(path, sizeof path, "%s/loss.txt", dir);
+  char *text;
+  size_t len;
+  assert_int_equal(ufp4_read_file_limited(path, 100, &text, &len), 0);
+  double ref_loss = atof(text);
+  free(text);
+  assert_true(fabs(loss - ref_loss) <= 1e-5 * ref_loss);
+  ufp4_model_zero_grads(m);
+  assert_int_equal(ufp4_model_backward(m, 1.0f), 0);
+  const float *g = ufp4_model_grads(m);
+  int nt = ufp4_model_tensor_count(&c);
+  for (int i = 0; i < nt; i++) {
+    ufp4_tensor_info t;
+    ufp4_model_tensor(&c, i, &t);
+    char file[200];
+    snprintf(file, sizeof file, "grad.%s.npy", t.name);
+    compare(dir, file, g + t.offset, t.count, t.name);
+  }
+  ufp4_model_free(m);
+  ufp4_remove_tree(dir);
+}
+
+static void test_torch_gqa_untied(void **s) { (void)s; run_case(2, 0); }
+static void test_torch_mha_tied(void **s) { (void)s; run_case(4, 1); }
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_torch_gqa_untied), cmocka_unit_test(test_torch_mha_tied)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
