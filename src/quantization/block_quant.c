@@ -156,9 +156,14 @@ static int tensor_amax(const ufp4_qjob *j, float *out) {
     for (size_t r = 0; r < rows; r++) {
       if (!ok) continue;
       const float *p = j->x + r * cols;
+      if (j->simd && f->rht == 16) {
+        float a = ufp4_q_amax_finite_rht16_avx2(p, cols, f->rht_signs);
+        if (a > local) local = a;
+        continue;
+      }
       if (f->rht) {
         memcpy(buf, p, cols * sizeof(float));
-        ufp4_rht_rows_impl(buf, 1, cols, f->rht, f->rht_signs, j->simd);
+        ufp4_rht_rows_serial(buf, 1, cols, f->rht, f->rht_signs, j->simd);
         p = buf;
       }
       if (j->simd) {
@@ -221,7 +226,7 @@ static int run_job(ufp4_qjob *j) {
       const float *src = j->x + r0 * cols;
       if (rotate) {
         memcpy(buf, src, h * cols * sizeof(float));
-        ufp4_rht_rows_impl(buf, h, cols, f->rht, f->rht_signs, j->simd);
+        ufp4_rht_rows_serial(buf, h, cols, f->rht, f->rht_signs, j->simd);
         src = buf;
       }
       if (sr)

@@ -65,8 +65,12 @@ void ufp4_q_band_avx2(const ufp4_qjob *j, const float *src, const uint32_t *rb, 
 void ufp4_q_fill_rbits_avx2(uint64_t seed, uint64_t stream, uint64_t idx0, size_t n, uint32_t *out);
 /* Largest finite |p[i]| (0 if none), as the scalar `a <= FLT_MAX && a > m` loop gives. */
 float ufp4_q_amax_finite_avx2(const float *p, size_t n);
+/* The same over the RHT-16 rotation of p (n a multiple of 16; signs NULL = all +1). */
+float ufp4_q_amax_finite_rht16_avx2(const float *p, size_t n, const float *signs);
 
 /* rht.c: ufp4_rht_rows with the choice of kernel made by the caller (simd 0: scalar FWHT). */
 int ufp4_rht_rows_impl(float *x, size_t rows, size_t cols, int n, const float *signs, int simd);
+/* The same with no OpenMP region and no checks, for callers inside one (n and cols valid). */
+void ufp4_rht_rows_serial(float *x, size_t rows, size_t cols, int n, const float *signs, int simd);
 
 #endif

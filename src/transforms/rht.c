@@ -119,25 +119,33 @@ static void apply_signs(float *c, int n, const float *signs) {
     for (int i = 0; i < n; ++i) c[i] *= signs[i];
 }
 
-/* x <- x S H (inverse 0) or x H S (inverse 1) on every chunk. */
+/* x <- x S H (inverse 0) or x H S (inverse 1) on every chunk of one row. */
+static void rht_row(float *row, size_t cols, int n, const float *signs, int inverse, int fast, float scale) {
+  for (size_t c = 0; c < cols; c += (size_t)n) {
+    float *p = row + c;
+    if (fast) {
+      rht_chunk_avx2(p, n, signs, !inverse, scale);
+      continue;
+    }
+    if (!inverse) apply_signs(p, n, signs);
+    fwht_ref(p, n);
+    if (inverse) apply_signs(p, n, signs);
+  }
+}
+
 static void rht_rows_run(float *x, size_t rows, size_t cols, int n, const float *signs, int inverse,
                          int simd) {
-  const size_t chunks = cols / (size_t)n;
   const int fast = simd && n >= 8;
   const float scale = fwht_scale(n);
 #pragma omp parallel for schedule(static) if (rows * cols >= RHT_PARALLEL_MIN)
-  for (size_t r = 0; r < rows; ++r) {
-    for (size_t c = 0; c < chunks; ++c) {
-      float *p = x + r * cols + c * (size_t)n;
-      if (fast) {
-        rht_chunk_avx2(p, n, signs, !inverse, scale);
-        continue;
-      }
-      if (!inverse) apply_signs(p, n, signs);
-      fwht_ref(p, n);
-      if (inverse) apply_signs(p, n, signs);
-    }
-  }
+  for (size_t r = 0; r < rows; ++r) rht_row(x + r * cols, cols, n, signs, inverse, fast, scale);
+}
+
+/* For callers already inside a parallel region: no OpenMP, arguments already checked. */
+void ufp4_rht_rows_serial(float *x, size_t rows, size_t cols, int n, const float *signs, int simd) {
+  const int fast = simd && n >= 8;
+  const float scale = fwht_scale(n);
+  for (size_t r = 0; r < rows; ++r) rht_row(x + r * cols, cols, n, signs, 0, fast, scale);
 }
 
 int ufp4_rht_rows_impl(float *x, size_t rows, size_t cols, int n, const float *signs, int simd) {
