@@ -11,6 +11,7 @@
 #include "tok_test_util.h"
 #include "ufp4/corpus.h"
 #include "ufp4/error.h"
+#include "ufp4/fileio.h"
 #include "ufp4/shard.h"
 
 static char dir[4096];
@@ -39,7 +40,7 @@ static void round_trip(uint32_t vocab, uint32_t width) {
   write_shard(path, vocab, ids, N);
   char *raw;
   size_t n;
-  assert_int_equal(ufp4_read_file(path, &raw, &n), 0);
+  assert_int_equal(ufp4_read_file(path, SIZE_MAX, &raw, &n), 0);
   const uint8_t *b = (const uint8_t *)raw;
   assert_int_equal(n, 64 + (size_t)N * width);
   assert_memory_equal(b, "UFP4TOK\0", 8);
@@ -98,7 +99,7 @@ static void damage(void **state) {
   write_shard(good, 1000, ids, 300);
   char *raw;
   size_t n;
-  assert_int_equal(ufp4_read_file(good, &raw, &n), 0);
+  assert_int_equal(ufp4_read_file(good, SIZE_MAX, &raw, &n), 0);
   /* every single-bit flip in the header */
   for (int bit = 0; bit < 64 * 8; bit++) {
     raw[bit / 8] ^= (char)(1 << (bit % 8));

@@ -31,9 +31,6 @@ typedef struct {
 int ufp4_corpus_load(const char *path, const char *separator, ufp4_corpus *out);
 void ufp4_corpus_free(ufp4_corpus *c);
 
-/* Reads a whole file into a malloc'ed buffer (NUL-terminated; *len excludes the NUL). */
-int ufp4_read_file(const char *path, char **data, size_t *len);
-
 #ifdef __cplusplus
 }
 #endif

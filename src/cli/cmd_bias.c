@@ -9,6 +9,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/qflags.h"
 #include "ufp4/ufp4.h"
 
 static void usage(FILE *out) {
@@ -44,13 +45,10 @@ static void usage(FILE *out) {
 typedef struct {
   ufp4_dist dist;
   size_t rows, cols;
-  uint64_t seed;
   double dof, outlier_frac, outlier_scale;
   int dof_set, frac_set, oscale_set;
   const char *in;
-  ufp4_qformat fmt;
-  int rht;
-  int nvidia_signs;
+  cli_qflags q; /* q.fmt.seed also seeds the synthetic input and the chain weights */
   ufp4_grid_id grids[UFP4_GRID_COUNT];
   int n_grids;
   int layers;
@@ -91,17 +89,20 @@ static int parse_args(int argc, char **argv, bias_opts *o) {
   memset(o, 0, sizeof *o);
   o->dist = UFP4_DIST_GAUSSIAN;
   o->rows = o->cols = 1024;
-  o->seed = 1;
-  o->fmt = ufp4_qformat_default();
-  o->rht = 16;
+  o->q.fmt = ufp4_qformat_default();
+  o->q.fmt.seed = 1;
+  o->q.fmt.rht = 16;
   for (int g = 0; g < UFP4_GRID_COUNT; g++) o->grids[g] = (ufp4_grid_id)g;
   o->n_grids = UFP4_GRID_COUNT;
   const char *c = "bias";
+  const unsigned accept = QF_BLOCK | QF_SCALE | QF_ROUND | QF_RHT | QF_RHT_SIGNS | QF_SEED;
   for (int i = 1; i < argc; i++) {
     const char *v = NULL;
     int r;
     long l;
-    if ((r = cli_value(argc, argv, &i, "--dist", &v))) {
+    if ((r = cli_qflag(c, accept, argc, argv, &i, &o->q))) {
+      if (r < 0) return 2;
+    } else if ((r = cli_value(argc, argv, &i, "--dist", &v))) {
       if (r < 0) return 2;
       if (ufp4_dist_parse(v, &o->dist) != 0) {
         fprintf(stderr, "ufp4 bias: --dist: unknown distribution '%s'\n", v);
@@ -111,8 +112,6 @@ static int parse_args(int argc, char **argv, bias_opts *o) {
       if (r < 0 || cli_parse_size(c, "--rows", v, 1, (size_t)1 << 28, &o->rows)) return 2;
     } else if ((r = cli_value(argc, argv, &i, "--cols", &v))) {
       if (r < 0 || cli_parse_size(c, "--cols", v, 1, (size_t)1 << 28, &o->cols)) return 2;
-    } else if ((r = cli_value(argc, argv, &i, "--seed", &v))) {
-      if (r < 0 || cli_parse_u64(c, "--seed", v, &o->seed)) return 2;
     } else if ((r = cli_value(argc, argv, &i, "--dof", &v))) {
       if (r < 0 || cli_parse_double(c, "--dof", v, 0.1, 1e6, &o->dof)) return 2;
       o->dof_set = 1;
@@ -125,38 +124,6 @@ static int parse_args(int argc, char **argv, bias_opts *o) {
     } else if ((r = cli_value(argc, argv, &i, "--in", &v))) {
       if (r < 0) return 2;
       o->in = v;
-    } else if ((r = cli_value(argc, argv, &i, "--block", &v))) {
-      if (r < 0 || cli_parse_long(c, "--block", v, 1, 4096, &l)) return 2;
-      o->fmt.block = (int)l;
-    } else if ((r = cli_value(argc, argv, &i, "--scale", &v))) {
-      if (r < 0) return 2;
-      if (ufp4_scale_parse(v, &o->fmt.scale) != 0) {
-        fprintf(stderr, "ufp4 bias: --scale: unknown scale '%s'\n", v);
-        return 2;
-      }
-    } else if ((r = cli_value(argc, argv, &i, "--round", &v))) {
-      if (r < 0) return 2;
-      if (ufp4_round_parse(v, &o->fmt.round) != 0) {
-        fprintf(stderr, "ufp4 bias: --round: unknown rounding '%s'\n", v);
-        return 2;
-      }
-    } else if ((r = cli_value(argc, argv, &i, "--rht", &v))) {
-      if (r < 0 || cli_parse_long(c, "--rht", v, 0, UFP4_RHT_MAX, &l)) return 2;
-      if (l == 1 || (l & (l - 1))) {
-        fprintf(stderr, "ufp4 bias: --rht: %ld is not 0 or a power of two in [2, %d]\n", l, UFP4_RHT_MAX);
-        return 2;
-      }
-      o->rht = (int)l;
-    } else if ((r = cli_value(argc, argv, &i, "--rht-signs", &v))) {
-      if (r < 0) return 2;
-      if (!strcmp(v, "random"))
-        o->nvidia_signs = 0;
-      else if (!strcmp(v, "nvidia"))
-        o->nvidia_signs = 1;
-      else {
-        fprintf(stderr, "ufp4 bias: --rht-signs: '%s' is not random or nvidia\n", v);
-        return 2;
-      }
     } else if ((r = cli_value(argc, argv, &i, "--grids", &v))) {
       if (r < 0 || parse_grids(v, o)) return 2;
     } else if ((r = cli_value(argc, argv, &i, "--layers", &v))) {
@@ -172,12 +139,7 @@ static int parse_args(int argc, char **argv, bias_opts *o) {
       return 2;
     }
   }
-  if (o->nvidia_signs && o->rht != 16) {
-    fprintf(stderr, "ufp4 bias: --rht-signs nvidia needs --rht 16 (the vector has 16 entries)\n");
-    return 2;
-  }
-  o->fmt.seed = o->seed;
-  return 0;
+  return cli_qflags_check(c, &o->q) ? 2 : 0;
 }
 
 /* One measurement: a grid, raw (rht 0) or rotated. */
@@ -194,13 +156,13 @@ static const char *input_desc(const bias_opts *o, char *buf, size_t n) {
     snprintf(buf, n, "file %s, %zu x %zu", o->in, o->rows, o->cols);
   } else if (o->dist == UFP4_DIST_OUTLIERS) {
     snprintf(buf, n, "outliers (N(0,1), %g%% of entries x%g), %zu x %zu, seed %llu",
-             100 * o->outlier_frac, o->outlier_scale, o->rows, o->cols, (unsigned long long)o->seed);
+             100 * o->outlier_frac, o->outlier_scale, o->rows, o->cols, (unsigned long long)o->q.fmt.seed);
   } else if (o->dist == UFP4_DIST_STUDENT_T) {
     snprintf(buf, n, "student-t (dof %g), %zu x %zu, seed %llu", o->dof, o->rows, o->cols,
-             (unsigned long long)o->seed);
+             (unsigned long long)o->q.fmt.seed);
   } else {
     snprintf(buf, n, "%s, %zu x %zu, seed %llu", ufp4_dist_name(o->dist), o->rows, o->cols,
-             (unsigned long long)o->seed);
+             (unsigned long long)o->q.fmt.seed);
   }
   return buf;
 }
@@ -216,11 +178,11 @@ static const char *rht_label(int rht, char *buf, size_t n) {
 static void print_table(const bias_opts *o, const bias_row *rows, int n_rows) {
   char in[512];
   printf("ufp4 bias: input %s\n", input_desc(o, in, sizeof in));
-  printf("format: 1x%d blocks, %s scale, %s rounding", o->fmt.block, ufp4_scale_name(o->fmt.scale),
-         ufp4_round_name(o->fmt.round));
-  if (o->rht)
-    printf("; rht%d = RHT in chunks of %d along cols, %s signs", o->rht, o->rht,
-           o->nvidia_signs ? "NVIDIA's fixed" : "random (from the seed)");
+  printf("format: 1x%d blocks, %s scale, %s rounding", o->q.fmt.block, ufp4_scale_name(o->q.fmt.scale),
+         ufp4_round_name(o->q.fmt.round));
+  if (o->q.fmt.rht)
+    printf("; rht%d = RHT in chunks of %d along cols, %s signs", o->q.fmt.rht, o->q.fmt.rht,
+           o->q.nvidia_signs ? "NVIDIA's fixed" : "random (from the seed)");
   printf("\nalpha = <Q(A),A>/||A||^2; dSQNR = gain of rht over raw; shrink bias in grid units;\n"
          "underflow = nonzero inputs quantized to 0; clipped = elements above g_max\n\n");
   printf("%-10s %-6s %9s %10s %8s %8s %11s %6s %9s %8s\n", "grid", "rht", "alpha", "NMSE", "SQNR dB",
@@ -254,7 +216,7 @@ static void print_chain(const bias_opts *o, const bias_row *rows, int n_rows) {
   int width = 9 * per; /* one group: per columns of " %8.5f" */
   printf("\nchain of %d quantized GEMMs y_k = y_{k-1} W_k^T: tokens %zu, d %zu, W_k ~ N(0, 1/d) from seed %llu;\n"
          "both operands quantized along d, RHT on both in the rht columns\n",
-         o->layers, o->rows, o->cols, (unsigned long long)o->seed);
+         o->layers, o->rows, o->cols, (unsigned long long)o->q.fmt.seed);
   for (size_t mi = 0; mi < sizeof metric / sizeof metric[0]; mi++) {
     printf("\n%s\n%5s", metric[mi].title, "");
     for (int i = 0; i < n_rows; i += per) printf(" |%*s", width, ufp4_grid_get(rows[i].grid)->name);
@@ -282,7 +244,7 @@ static int print_json(const bias_opts *o, const bias_row *rows, int n_rows) {
     cJSON_AddStringToObject(in, "file", o->in);
   } else {
     cJSON_AddStringToObject(in, "dist", ufp4_dist_name(o->dist));
-    cJSON_AddNumberToObject(in, "seed", (double)o->seed);
+    cJSON_AddNumberToObject(in, "seed", (double)o->q.fmt.seed);
     if (o->dist == UFP4_DIST_STUDENT_T) cJSON_AddNumberToObject(in, "dof", o->dof);
     if (o->dist == UFP4_DIST_OUTLIERS) {
       cJSON_AddNumberToObject(in, "outlier_frac", o->outlier_frac);
@@ -292,11 +254,11 @@ static int print_json(const bias_opts *o, const bias_row *rows, int n_rows) {
   cJSON_AddNumberToObject(in, "rows", (double)o->rows);
   cJSON_AddNumberToObject(in, "cols", (double)o->cols);
   cJSON *fm = cJSON_AddObjectToObject(root, "format");
-  cJSON_AddNumberToObject(fm, "block", o->fmt.block);
-  cJSON_AddStringToObject(fm, "scale", ufp4_scale_name(o->fmt.scale));
-  cJSON_AddStringToObject(fm, "round", ufp4_round_name(o->fmt.round));
-  cJSON_AddNumberToObject(fm, "rht", o->rht);
-  cJSON_AddStringToObject(fm, "rht_signs", o->nvidia_signs ? "nvidia" : "random");
+  cJSON_AddNumberToObject(fm, "block", o->q.fmt.block);
+  cJSON_AddStringToObject(fm, "scale", ufp4_scale_name(o->q.fmt.scale));
+  cJSON_AddStringToObject(fm, "round", ufp4_round_name(o->q.fmt.round));
+  cJSON_AddNumberToObject(fm, "rht", o->q.fmt.rht);
+  cJSON_AddStringToObject(fm, "rht_signs", o->q.nvidia_signs ? "nvidia" : "random");
   cJSON *res = cJSON_AddArrayToObject(root, "results");
   for (int i = 0; i < n_rows; i++) {
     const bias_row *r = &rows[i];
@@ -371,7 +333,7 @@ static int load_input(bias_opts *o, float **x) {
     *x = a->data;
     return 0;
   }
-  ufp4_synth_spec s = ufp4_synth_default(o->dist, o->seed);
+  ufp4_synth_spec s = ufp4_synth_default(o->dist, o->q.fmt.seed);
   if (o->dof_set) s.dof = o->dof;
   if (o->frac_set) s.outlier_frac = o->outlier_frac;
   if (o->oscale_set) s.outlier_scale = o->outlier_scale;
@@ -408,22 +370,17 @@ int ufp4_cmd_bias(int argc, char **argv) {
 
   float *x = NULL;
   if ((rc = load_input(&o, &x))) return rc;
-  if (o.rht && o.cols % (size_t)o.rht) {
+  if (o.q.fmt.rht && o.cols % (size_t)o.q.fmt.rht) {
     fprintf(stderr, "ufp4 bias: cols %zu is not a multiple of the RHT size %d (use --rht 0 or another size)\n",
-            o.cols, o.rht);
+            o.cols, o.q.fmt.rht);
     free_input(&o, x);
     return o.in ? 1 : 2;
   }
 
   float signs[UFP4_RHT_MAX];
-  if (o.rht) {
-    if (o.nvidia_signs)
-      memcpy(signs, ufp4_rht_signs_nvidia16, sizeof(float) * 16);
-    else
-      ufp4_rht_signs_random(signs, o.rht, o.seed);
-  }
+  cli_qflags_signs(&o.q, signs);
 
-  int per_grid = o.rht ? 2 : 1;
+  int per_grid = o.q.fmt.rht ? 2 : 1;
   int n_rows = o.n_grids * per_grid;
   bias_row *rows = calloc((size_t)n_rows, sizeof *rows);
   if (!rows) {
@@ -435,9 +392,9 @@ int ufp4_cmd_bias(int argc, char **argv) {
   for (int gi = 0; gi < o.n_grids && !rc; gi++) {
     for (int v = 0; v < per_grid && !rc; v++) {
       bias_row *r = &rows[gi * per_grid + v];
-      ufp4_qformat f = o.fmt;
+      ufp4_qformat f = o.q.fmt;
       f.grid = o.grids[gi];
-      f.rht = v ? o.rht : 0;
+      f.rht = v ? o.q.fmt.rht : 0;
       f.rht_signs = v ? signs : NULL;
       r->grid = f.grid;
       r->rht = f.rht;
@@ -452,7 +409,7 @@ int ufp4_cmd_bias(int argc, char **argv) {
         if (!r->chain) {
           fprintf(stderr, "ufp4 bias: out of memory\n");
           rc = 1;
-        } else if (ufp4_chain_simulate(&f, x, o.rows, o.cols, o.layers, o.seed, r->chain) != 0) {
+        } else if (ufp4_chain_simulate(&f, x, o.rows, o.cols, o.layers, o.q.fmt.seed, r->chain) != 0) {
           fprintf(stderr, "ufp4 bias: chain simulation: %s\n", ufp4_last_error());
           rc = 1;
         }

@@ -4,18 +4,18 @@
  * validation takes documents floor((j + 1/2) * n / n_val), j = 0..n_val-1 -- evenly spread over
  * the corpus order (for SOTU: over the years), no randomness involved. Within a shard the
  * documents keep corpus order, separated by <|endoftext|> (bytes tokenizer: no separator). */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/corpus_flags.h"
 #include "ufp4/corpus.h"
 #include "ufp4/error.h"
+#include "ufp4/fileio.h"
 #include "ufp4/shard.h"
 #include "ufp4/tokenizer.h"
 
@@ -23,24 +23,10 @@ static void usage(FILE *out) {
   fprintf(out,
           "usage: ufp4 prepare --corpus PATH --tokenizer bytes|gpt2|DIR --out DIR [options]\n\n"
           "Writes DIR/train.tok and DIR/val.tok token shards (either is skipped when it would get no\n"
-          "document) and prints documents, bytes, tokens and bytes per token.\n\n"
+          "document; DIR and missing parents are created) and prints documents, bytes, tokens and\n"
+          "bytes per token.\n\n"
           "  --val-fraction F  share of documents for validation, evenly spread (default 0.1)\n"
           "  --separator S     split a corpus file into documents at S (\\n is a newline)\n");
-}
-
-static char *unescape(const char *s) {
-  char *o = malloc(strlen(s) + 1), *p = o;
-  if (!o) return NULL;
-  for (; *s; s++) {
-    if (s[0] == '\\' && (s[1] == 'n' || s[1] == 't' || s[1] == '\\')) {
-      *p++ = s[1] == 'n' ? '\n' : s[1] == 't' ? '\t' : '\\';
-      s++;
-    } else {
-      *p++ = *s;
-    }
-  }
-  *p = 0;
-  return o;
 }
 
 typedef struct {
@@ -82,14 +68,14 @@ int ufp4_cmd_prepare(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  const char *corpus_path = NULL, *tok_spec = NULL, *out_dir = NULL, *sep_arg = NULL, *v;
+  cli_corpus_opts co = {0};
+  const char *tok_spec = NULL, *out_dir = NULL, *v;
   double frac = 0.1;
   for (int i = 1; i < argc; i++) {
     int r;
-    if ((r = cli_value(argc, argv, &i, "--corpus", &corpus_path))) {
+    if ((r = cli_corpus_flag(argc, argv, &i, &co))) {
     } else if ((r = cli_value(argc, argv, &i, "--tokenizer", &tok_spec))) {
     } else if ((r = cli_value(argc, argv, &i, "--out", &out_dir))) {
-    } else if ((r = cli_value(argc, argv, &i, "--separator", &sep_arg))) {
     } else if ((r = cli_value(argc, argv, &i, "--val-fraction", &v))) {
       if (r > 0 && cli_parse_double("prepare", "--val-fraction", v, 0.0, 1.0, &frac)) return 2;
     } else {
@@ -99,27 +85,21 @@ int ufp4_cmd_prepare(int argc, char **argv) {
     }
     if (r < 0) return 2;
   }
-  if (!corpus_path || !tok_spec || !out_dir) {
+  if (!co.path || !tok_spec || !out_dir) {
     fprintf(stderr, "ufp4 prepare: --corpus, --tokenizer and --out are required\n");
     usage(stderr);
     return 2;
   }
-  char *sep = sep_arg ? unescape(sep_arg) : NULL;
   ufp4_corpus c;
   ufp4_tokenizer *tok = NULL;
   unsigned char *is_val = NULL;
   int status = 1;
-  if (ufp4_corpus_load(corpus_path, sep, &c)) {
+  if (cli_corpus_load(&co, &c)) {
     fprintf(stderr, "ufp4 prepare: %s\n", ufp4_last_error());
-    free(sep);
     return 1;
   }
-  if (ufp4_tokenizer_open(tok_spec, &tok)) {
+  if (ufp4_tokenizer_open(tok_spec, &tok) || ufp4_mkdirs(out_dir)) {
     fprintf(stderr, "ufp4 prepare: %s\n", ufp4_last_error());
-    goto done;
-  }
-  if (mkdir(out_dir, 0777) && errno != EEXIST) {
-    fprintf(stderr, "ufp4 prepare: %s: cannot create directory: %s\n", out_dir, strerror(errno));
     goto done;
   }
   is_val = calloc(c.n_docs, 1);
@@ -142,7 +122,7 @@ int ufp4_cmd_prepare(int argc, char **argv) {
   }
   clock_gettime(CLOCK_MONOTONIC, &t1);
   double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-  printf("prepared %s with tokenizer %s (vocabulary %u) -> %s\n", corpus_path, ufp4_tokenizer_name(tok),
+  printf("prepared %s with tokenizer %s (vocabulary %u) -> %s\n", co.path, ufp4_tokenizer_name(tok),
          ufp4_tokenizer_vocab_size(tok), out_dir);
   printf("  %-6s %10s %12s %12s %10s\n", "split", "documents", "bytes", "tokens", "bytes/tok");
   for (int s = 0; s < 3; s++) {
@@ -154,7 +134,6 @@ int ufp4_cmd_prepare(int argc, char **argv) {
   printf("  tokenized and written in %.3f s (%.2f MB/s)\n", dt, (double)c.total_bytes / dt / 1e6);
   status = 0;
 done:
-  free(sep);
   free(is_val);
   ufp4_tokenizer_free(tok);
   ufp4_corpus_free(&c);

@@ -23,18 +23,15 @@
  *        ...      codes: ceil(rows*cols/2) bytes, element 2i in the low nibble, 2i+1 in the high
  * A value is decode(code) * scale, where scale is the fp32 factor, or for NVFP4
  * e4m3(byte) / tensor_scale, or for E8M0 2^(byte - 127). */
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/qflags.h"
+#include "ufp4/fileio.h"
 #include "ufp4/ufp4.h"
 
 #define PACK_HEADER_BYTES 80
@@ -88,19 +85,6 @@ static void put_f32(uint8_t *p, float f) {
   put_u32(p, u);
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n) {
-  while (n) {
-    ssize_t w = write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    p += w;
-    n -= (size_t)w;
-  }
-  return 0;
-}
-
 /* Builds the whole image in memory and writes it atomically: a reader sees the old file or the
  * complete new one, never a torn one. */
 static int write_packed(const char *path, const ufp4_qtensor *q, int signs_kind) {
@@ -136,119 +120,42 @@ static int write_packed(const char *path, const ufp4_qtensor *q, int signs_kind)
   }
   ufp4_pack_codes(q->codes, n, p);
 
-  char tmp[PATH_MAX];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp) {
-    free(img);
-    return ufp4_fail(UFP4_EINVAL, "%s: path too long", path);
-  }
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    int e = errno;
-    free(img);
-    return ufp4_fail(UFP4_EIO, "%s: cannot create a temporary file: %s", path, strerror(e));
-  }
-  /* mkstemp creates the file 0600; give it the permissions an ordinary output file has. */
-  int bad = fchmod(fd, 0644) != 0 || write_all(fd, img, total) != 0 || fsync(fd) != 0;
-  int e = errno;
+  int rc = ufp4_write_file_atomic(path, img, total);
   free(img);
-  if (close(fd) != 0 && !bad) {
-    bad = 1;
-    e = errno;
-  }
-  if (!bad && rename(tmp, path) != 0) {
-    bad = 1;
-    e = errno;
-  }
-  if (bad) {
-    unlink(tmp);
-    return ufp4_fail(UFP4_EIO, "%s: write failed: %s", path, strerror(e));
-  }
-  return 0;
+  return rc;
 }
 
 typedef struct {
   const char *in, *out, *packed;
-  ufp4_qformat fmt;
-  int nvidia_signs, unrotate;
+  cli_qflags q;
+  int unrotate;
 } quant_opts;
 
 static int parse_args(int argc, char **argv, quant_opts *o) {
   memset(o, 0, sizeof *o);
-  o->fmt = ufp4_qformat_default();
-  const char *c = "quantize";
+  o->q.fmt = ufp4_qformat_default();
+  const unsigned accept = QF_GRID | QF_BLOCK | QF_TILE2D | QF_SCALE | QF_ROUND | QF_RHT | QF_RHT_SIGNS | QF_SEED |
+                          QF_STREAM;
   for (int i = 1; i < argc; i++) {
-    const char *v = NULL;
     int r;
-    long l;
-    if ((r = cli_value(argc, argv, &i, "--in", &v))) {
-      if (r < 0) return 2;
-      o->in = v;
-    } else if ((r = cli_value(argc, argv, &i, "--out", &v))) {
-      if (r < 0) return 2;
-      o->out = v;
-    } else if ((r = cli_value(argc, argv, &i, "--packed", &v))) {
-      if (r < 0) return 2;
-      o->packed = v;
-    } else if ((r = cli_value(argc, argv, &i, "--grid", &v))) {
-      if (r < 0) return 2;
-      if (ufp4_grid_parse(v, &o->fmt.grid) != 0) {
-        fprintf(stderr, "ufp4 quantize: --grid: unknown grid '%s'\n", v);
-        return 2;
-      }
-    } else if ((r = cli_value(argc, argv, &i, "--block", &v))) {
-      if (r < 0 || cli_parse_long(c, "--block", v, 1, 4096, &l)) return 2;
-      o->fmt.block = (int)l;
-    } else if (cli_flag(argv, i, "--tile2d")) {
-      o->fmt.tile2d = 16;
-    } else if ((r = cli_value(argc, argv, &i, "--scale", &v))) {
-      if (r < 0) return 2;
-      if (ufp4_scale_parse(v, &o->fmt.scale) != 0) {
-        fprintf(stderr, "ufp4 quantize: --scale: unknown scale '%s'\n", v);
-        return 2;
-      }
-    } else if ((r = cli_value(argc, argv, &i, "--round", &v))) {
-      if (r < 0) return 2;
-      if (ufp4_round_parse(v, &o->fmt.round) != 0) {
-        fprintf(stderr, "ufp4 quantize: --round: unknown rounding '%s'\n", v);
-        return 2;
-      }
-    } else if ((r = cli_value(argc, argv, &i, "--rht", &v))) {
-      if (r < 0 || cli_parse_long(c, "--rht", v, 0, UFP4_RHT_MAX, &l)) return 2;
-      if (l == 1 || (l & (l - 1))) {
-        fprintf(stderr, "ufp4 quantize: --rht: %ld is not 0 or a power of two in [2, %d]\n", l, UFP4_RHT_MAX);
-        return 2;
-      }
-      o->fmt.rht = (int)l;
-    } else if ((r = cli_value(argc, argv, &i, "--rht-signs", &v))) {
-      if (r < 0) return 2;
-      if (!strcmp(v, "random"))
-        o->nvidia_signs = 0;
-      else if (!strcmp(v, "nvidia"))
-        o->nvidia_signs = 1;
-      else {
-        fprintf(stderr, "ufp4 quantize: --rht-signs: '%s' is not random or nvidia\n", v);
-        return 2;
-      }
+    if ((r = cli_qflag("quantize", accept, argc, argv, &i, &o->q))) {
+    } else if ((r = cli_value(argc, argv, &i, "--in", &o->in))) {
+    } else if ((r = cli_value(argc, argv, &i, "--out", &o->out))) {
+    } else if ((r = cli_value(argc, argv, &i, "--packed", &o->packed))) {
     } else if (cli_flag(argv, i, "--unrotate")) {
       o->unrotate = 1;
-    } else if ((r = cli_value(argc, argv, &i, "--seed", &v))) {
-      if (r < 0 || cli_parse_u64(c, "--seed", v, &o->fmt.seed)) return 2;
-    } else if ((r = cli_value(argc, argv, &i, "--stream", &v))) {
-      if (r < 0 || cli_parse_u64(c, "--stream", v, &o->fmt.stream)) return 2;
     } else {
       fprintf(stderr, "ufp4 quantize: unknown option '%s' (ufp4 quantize --help)\n", argv[i]);
       return 2;
     }
+    if (r < 0) return 2;
   }
   if (!o->in || !o->out) {
     fprintf(stderr, "ufp4 quantize: --in and --out are required (ufp4 quantize --help)\n");
     return 2;
   }
-  if (o->nvidia_signs && o->fmt.rht != 16) {
-    fprintf(stderr, "ufp4 quantize: --rht-signs nvidia needs --rht 16 (the vector has 16 entries)\n");
-    return 2;
-  }
-  if (o->unrotate && !o->fmt.rht) {
+  if (cli_qflags_check("quantize", &o->q)) return 2;
+  if (o->unrotate && !o->q.fmt.rht) {
     fprintf(stderr, "ufp4 quantize: --unrotate needs --rht N\n");
     return 2;
   }
@@ -277,17 +184,8 @@ int ufp4_cmd_quantize(int argc, char **argv) {
   }
   size_t rows = a.shape[0], cols = a.shape[1], n = a.count;
   float signs[UFP4_RHT_MAX];
-  int signs_kind = 0;
-  if (o.fmt.rht) {
-    if (o.nvidia_signs) {
-      memcpy(signs, ufp4_rht_signs_nvidia16, sizeof(float) * 16);
-      signs_kind = 2;
-    } else {
-      ufp4_rht_signs_random(signs, o.fmt.rht, o.fmt.seed);
-      signs_kind = 1;
-    }
-    o.fmt.rht_signs = signs;
-  }
+  int signs_kind = cli_qflags_signs(&o.q, signs);
+  if (signs_kind) o.q.fmt.rht_signs = signs;
 
   ufp4_qtensor q;
   memset(&q, 0, sizeof q);
@@ -298,25 +196,25 @@ int ufp4_cmd_quantize(int argc, char **argv) {
     fprintf(stderr, "ufp4 quantize: out of memory for %zu floats\n", n);
     goto done;
   }
-  if (ufp4_qformat_check(&o.fmt, rows, cols) != 0 || ufp4_quantize(&o.fmt, a.data, rows, cols, &q) != 0) {
+  if (ufp4_qformat_check(&o.q.fmt, rows, cols) != 0 || ufp4_quantize(&o.q.fmt, a.data, rows, cols, &q) != 0) {
     fprintf(stderr, "ufp4 quantize: %s: %s\n", o.in, ufp4_last_error());
     goto done;
   }
   ufp4_dequantize(&q, y);
-  if (o.fmt.rht) {
+  if (o.q.fmt.rht) {
     ref = malloc(n * sizeof *ref);
     if (!ref) {
       fprintf(stderr, "ufp4 quantize: out of memory for %zu floats\n", n);
       goto done;
     }
     memcpy(ref, a.data, n * sizeof *ref);
-    if (ufp4_rht_rows(ref, rows, cols, o.fmt.rht, signs) != 0) {
+    if (ufp4_rht_rows(ref, rows, cols, o.q.fmt.rht, signs) != 0) {
       fprintf(stderr, "ufp4 quantize: %s\n", ufp4_last_error());
       goto done;
     }
   }
   double nmse = ufp4_nmse(ref ? ref : a.data, y, n);
-  if (o.unrotate && ufp4_rht_rows_inverse(y, rows, cols, o.fmt.rht, signs) != 0) {
+  if (o.unrotate && ufp4_rht_rows_inverse(y, rows, cols, o.q.fmt.rht, signs) != 0) {
     fprintf(stderr, "ufp4 quantize: %s\n", ufp4_last_error());
     goto done;
   }
@@ -330,13 +228,13 @@ int ufp4_cmd_quantize(int argc, char **argv) {
     goto done;
   }
   char blk[32];
-  if (o.fmt.tile2d)
+  if (o.q.fmt.tile2d)
     snprintf(blk, sizeof blk, "16x16 tiles");
   else
-    snprintf(blk, sizeof blk, "1x%d blocks", o.fmt.block);
+    snprintf(blk, sizeof blk, "1x%d blocks", o.q.fmt.block);
   printf("%s -> %s: %zu x %zu = %zu elements; %s, %s, %s scale, %s rounding%s%s; NMSE %.4e, SQNR %.2f dB\n",
-         o.in, o.out, rows, cols, n, ufp4_grid_get(o.fmt.grid)->name, blk, ufp4_scale_name(o.fmt.scale),
-         ufp4_round_name(o.fmt.round), o.fmt.rht ? (o.unrotate ? ", rht (unrotated)" : ", rht (output rotated)") : "",
+         o.in, o.out, rows, cols, n, ufp4_grid_get(o.q.fmt.grid)->name, blk, ufp4_scale_name(o.q.fmt.scale),
+         ufp4_round_name(o.q.fmt.round), o.q.fmt.rht ? (o.unrotate ? ", rht (unrotated)" : ", rht (output rotated)") : "",
          o.packed ? ", packed" : "", nmse, ufp4_sqnr_db(nmse));
   rc = 0;
 done:

@@ -1,5 +1,6 @@
 /* ufp4 tokenizer: train a BPE vocabulary, encode or decode text, and measure a tokenizer on a
  * corpus (tokens, bytes per token, encode throughput, round trip). */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,8 +8,10 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/corpus_flags.h"
 #include "ufp4/corpus.h"
 #include "ufp4/error.h"
+#include "ufp4/fileio.h"
 #include "ufp4/tokenizer.h"
 
 static void usage(FILE *out) {
@@ -16,7 +19,8 @@ static void usage(FILE *out) {
           "usage: ufp4 tokenizer <train|encode|decode|stats> [options]\n\n"
           "  train  --vocab N --corpus PATH --out DIR [--separator S]\n"
           "         learn a byte-level BPE of N entries (256 bytes + merges + <|endoftext|>) on GPT-2\n"
-          "         pre-tokens; writes DIR/encoder.json and DIR/vocab.bpe; prints the time taken\n"
+          "         pre-tokens; writes DIR/encoder.json and DIR/vocab.bpe (creating DIR and missing\n"
+          "         parents); prints the time taken\n"
           "  encode --tokenizer T [--in FILE]   print the ids of FILE (default stdin), one line\n"
           "  decode --tokenizer T [--in FILE]   print the text of whitespace-separated ids\n"
           "  stats  --tokenizer T --corpus PATH [--separator S] [--repeat R]\n"
@@ -33,29 +37,13 @@ static double now_s(void) {
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
-/* "\n" and "\t" escapes so that separators can be typed on a command line. */
-static char *unescape(const char *s) {
-  char *o = malloc(strlen(s) + 1), *p = o;
-  if (!o) return NULL;
-  for (; *s; s++) {
-    if (s[0] == '\\' && (s[1] == 'n' || s[1] == 't' || s[1] == '\\')) {
-      *p++ = s[1] == 'n' ? '\n' : s[1] == 't' ? '\t' : '\\';
-      s++;
-    } else {
-      *p++ = *s;
-    }
-  }
-  *p = 0;
-  return o;
-}
-
 static int fail(const char *sub) {
   fprintf(stderr, "ufp4 tokenizer %s: %s\n", sub, ufp4_last_error());
   return 1;
 }
 
 static int read_input(const char *path, char **buf, size_t *len) {
-  if (path) return ufp4_read_file(path, buf, len);
+  if (path) return ufp4_read_file(path, SIZE_MAX, buf, len);
   size_t cap = 1 << 16, n = 0;
   char *b = malloc(cap);
   if (!b) return ufp4_fail(UFP4_ENOMEM, "stdin: out of memory");
@@ -82,16 +70,15 @@ int ufp4_cmd_tokenizer(int argc, char **argv) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
-  const char *sub = argv[1], *tok_spec = NULL, *corpus_path = NULL, *out_dir = NULL, *in = NULL, *sep_arg = NULL;
-  const char *v;
+  const char *sub = argv[1], *tok_spec = NULL, *out_dir = NULL, *in = NULL, *v;
+  cli_corpus_opts co = {0};
   size_t vocab = 0, repeat = 3;
   for (int i = 2; i < argc; i++) {
     int r;
     if ((r = cli_value(argc, argv, &i, "--tokenizer", &tok_spec))) {
-    } else if ((r = cli_value(argc, argv, &i, "--corpus", &corpus_path))) {
+    } else if ((r = cli_corpus_flag(argc, argv, &i, &co))) {
     } else if ((r = cli_value(argc, argv, &i, "--out", &out_dir))) {
     } else if ((r = cli_value(argc, argv, &i, "--in", &in))) {
-    } else if ((r = cli_value(argc, argv, &i, "--separator", &sep_arg))) {
     } else if ((r = cli_value(argc, argv, &i, "--vocab", &v))) {
       if (r > 0 && cli_parse_size("tokenizer", "--vocab", v, 258, 1u << 24, &vocab)) return 2;
     } else if ((r = cli_value(argc, argv, &i, "--repeat", &v))) {
@@ -102,19 +89,18 @@ int ufp4_cmd_tokenizer(int argc, char **argv) {
     }
     if (r < 0) return 2;
   }
-  char *sep = sep_arg ? unescape(sep_arg) : NULL;
   int status = 0;
   ufp4_corpus corpus = {0};
   ufp4_tokenizer *tok = NULL;
   ufp4_tokvec ids = {0};
   char *text = NULL;
   if (!strcmp(sub, "train")) {
-    if (!vocab || !corpus_path || !out_dir) {
+    if (!vocab || !co.path || !out_dir) {
       fprintf(stderr, "ufp4 tokenizer train: --vocab, --corpus and --out are required\n");
       status = 2;
       goto done;
     }
-    if (ufp4_corpus_load(corpus_path, sep, &corpus)) {
+    if (cli_corpus_load(&co, &corpus) || ufp4_mkdirs(out_dir)) {
       status = fail(sub);
       goto done;
     }
@@ -171,12 +157,12 @@ int ufp4_cmd_tokenizer(int argc, char **argv) {
       fwrite(out, 1, n, stdout);
       free(out);
     } else {
-      if (!corpus_path) {
+      if (!co.path) {
         fprintf(stderr, "ufp4 tokenizer stats: --corpus is required\n");
         status = 2;
         goto done;
       }
-      if (ufp4_corpus_load(corpus_path, sep, &corpus)) {
+      if (cli_corpus_load(&co, &corpus)) {
         status = fail(sub);
         goto done;
       }
@@ -218,7 +204,7 @@ int ufp4_cmd_tokenizer(int argc, char **argv) {
       }
       ufp4_tokvec_free(&one);
       printf("tokenizer %s (vocabulary %u) on %s\n", ufp4_tokenizer_name(tok), ufp4_tokenizer_vocab_size(tok),
-             corpus_path);
+             co.path);
       printf("  documents        %zu\n  bytes            %zu\n  tokens           %zu\n", corpus.n_docs,
              corpus.total_bytes, n_tokens);
       printf("  bytes per token  %.4f\n", n_tokens ? (double)corpus.total_bytes / (double)n_tokens : 0.0);
@@ -233,7 +219,6 @@ int ufp4_cmd_tokenizer(int argc, char **argv) {
     status = 2;
   }
 done:
-  free(sep);
   free(text);
   ufp4_tokvec_free(&ids);
   ufp4_tokenizer_free(tok);

@@ -1,13 +1,14 @@
 /* BPE files (GPT-2's encoder.json + vocab.bpe format) and the encoding of one pre-token. */
 #include <cjson/cJSON.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/byte_unicode.h"
 #include "data/tok_internal.h"
 #include "data/utf8.h"
-#include "ufp4/corpus.h"
 #include "ufp4/error.h"
+#include "ufp4/fileio.h"
 
 static const char eot_name[] = "<|endoftext|>";
 enum { CACHE_MAX_PIECE = 64, CACHE_MAX_ENTRIES = 1 << 20 };
@@ -195,8 +196,8 @@ int ufp4_bpe_load_files(ufp4_tokenizer *t, const char *encoder_json, const char 
   char *ej = NULL, *vb = NULL;
   size_t nej, nvb;
   ufp4_strmap by_bytes = {0};
-  int rc = ufp4_read_file(encoder_json, &ej, &nej);
-  if (!rc) rc = ufp4_read_file(vocab_bpe, &vb, &nvb);
+  int rc = ufp4_read_file(encoder_json, SIZE_MAX, &ej, &nej);
+  if (!rc) rc = ufp4_read_file(vocab_bpe, SIZE_MAX, &vb, &nvb);
   if (!rc && !nej) rc = ufp4_fail(UFP4_EFORMAT, "%s: empty file", encoder_json);
   if (!rc && !nvb) rc = ufp4_fail(UFP4_EFORMAT, "%s: empty file", vocab_bpe);
   if (!rc) rc = load_encoder(t, encoder_json, ej, nej, &by_bytes);

@@ -1,15 +1,17 @@
 /* BPE training with incremental pair counts (see ufp4/tokenizer.h for the rules). */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-#include "data/atomic_file.h"
 #include "data/byte_unicode.h"
+#include "data/grow.h"
 #include "data/hashmap.h"
 #include "data/utf8.h"
 #include "ufp4/error.h"
+#include "ufp4/fileio.h"
 #include "ufp4/tokenizer.h"
 
 typedef struct {
@@ -47,17 +49,6 @@ typedef struct {
   size_t n_merges, cap_merges;
 } trainer;
 
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return 0;
-  size_t c = *cap ? *cap : 64;
-  while (c < need) c *= 2;
-  void *q = realloc(*p, c * elem);
-  if (!q) return -1;
-  *p = q;
-  *cap = c;
-  return 0;
-}
-
 static int heap_less(const heap_ent *x, const heap_ent *y) { /* x has lower priority than y */
   if (x->count != y->count) return x->count < y->count;
   if (x->a != y->a) return x->a > y->a;
@@ -65,7 +56,7 @@ static int heap_less(const heap_ent *x, const heap_ent *y) { /* x has lower prio
 }
 
 static int heap_push(trainer *t, heap_ent e) {
-  if (grow((void **)&t->heap, &t->cap_heap, t->n_heap + 1, sizeof e)) return -1;
+  if (ufp4_grow((void **)&t->heap, &t->cap_heap, t->n_heap + 1, sizeof e)) return -1;
   size_t i = t->n_heap++;
   while (i && heap_less(&t->heap[(i - 1) / 2], &e)) {
     t->heap[i] = t->heap[(i - 1) / 2];
@@ -95,7 +86,7 @@ static pair_rec *get_pair(trainer *t, uint32_t a, uint32_t b, int create) {
   uint64_t *v = ufp4_u64map_get(&t->pmap, key);
   if (v) return &t->pairs[*v];
   if (!create) return NULL;
-  if (grow((void **)&t->pairs, &t->cap_pairs, t->n_pairs + 1, sizeof *t->pairs)) return NULL;
+  if (ufp4_grow((void **)&t->pairs, &t->cap_pairs, t->n_pairs + 1, sizeof *t->pairs)) return NULL;
   if (!ufp4_u64map_put(&t->pmap, key, t->n_pairs)) return NULL;
   pair_rec *p = &t->pairs[t->n_pairs++];
   memset(p, 0, sizeof *p);
@@ -108,15 +99,15 @@ static pair_rec *get_pair(trainer *t, uint32_t a, uint32_t b, int create) {
 static int add_occ(pair_rec *p, uint32_t w) {
   if (p->n_occ && p->occ[p->n_occ - 1] == w) return 0;
   size_t cap = p->cap_occ;
-  if (grow((void **)&p->occ, &cap, (size_t)p->n_occ + 1, sizeof *p->occ)) return -1;
+  if (ufp4_grow((void **)&p->occ, &cap, (size_t)p->n_occ + 1, sizeof *p->occ)) return -1;
   p->cap_occ = (uint32_t)cap;
   p->occ[p->n_occ++] = w;
   return 0;
 }
 
 static int add_token(trainer *t, const uint8_t *bytes, size_t n) {
-  if (grow((void **)&t->toff, &t->cap_tok, t->n_tok + 2, sizeof *t->toff) ||
-      grow((void **)&t->tblob, &t->tblob_cap, t->tblob_len + n, 1))
+  if (ufp4_grow((void **)&t->toff, &t->cap_tok, t->n_tok + 2, sizeof *t->toff) ||
+      ufp4_grow((void **)&t->tblob, &t->tblob_cap, t->tblob_len + n, 1))
     return -1;
   if (!t->n_tok) t->toff[0] = 0;
   memcpy(t->tblob + t->tblob_len, bytes, n);
@@ -244,7 +235,7 @@ static int apply_merge(trainer *t, uint32_t a, uint32_t b, uint32_t c, uint32_t 
       if (add_occ(q, w)) rc = -1;
       if (q->pushed_at != merge_no) {
         q->pushed_at = merge_no;
-        if (grow((void **)&t->touched, &t->cap_touched, t->n_touched + 1, sizeof *t->touched)) rc = -1;
+        if (ufp4_grow((void **)&t->touched, &t->cap_touched, t->n_touched + 1, sizeof *t->touched)) rc = -1;
         else t->touched[t->n_touched++] = (uint32_t)(q - t->pairs);
       }
     }
@@ -278,7 +269,7 @@ static int learn(trainer *t, uint32_t max_tokens) {
     uint64_t *existing = ufp4_strmap_get(&t->tok_by_bytes, buf, la + lb);
     uint32_t c = existing ? (uint32_t)*existing : (uint32_t)t->n_tok;
     if (!existing && add_token(t, buf, la + lb)) return ufp4_fail(UFP4_ENOMEM, "bpe train: out of memory");
-    if (grow((void **)&t->merges, &t->cap_merges, t->n_merges + 1, sizeof *t->merges))
+    if (ufp4_grow((void **)&t->merges, &t->cap_merges, t->n_merges + 1, sizeof *t->merges))
       return ufp4_fail(UFP4_ENOMEM, "bpe train: out of memory");
     t->merges[t->n_merges][0] = e.a;
     t->merges[t->n_merges][1] = e.b;
@@ -313,7 +304,7 @@ static int write_files(const trainer *t, const char *dir) {
   cJSON_Delete(root);
   if (!json) return ufp4_fail(UFP4_ENOMEM, "bpe train: out of memory");
   snprintf(path, sizeof path, "%.4000s/encoder.json", dir);
-  int rc = ufp4_data_write_atomic(path, json, strlen(json));
+  int rc = ufp4_write_file_atomic(path, json, strlen(json));
   free(json);
   if (rc) return rc;
   size_t cap = 64 + t->n_merges * 2200, n = 0;
@@ -326,7 +317,7 @@ static int write_files(const trainer *t, const char *dir) {
     n += (size_t)sprintf(text + n, "%s %s\n", s, s2);
   }
   snprintf(path, sizeof path, "%.4000s/vocab.bpe", dir);
-  rc = ufp4_data_write_atomic(path, text, n);
+  rc = ufp4_write_file_atomic(path, text, n);
   free(text);
   return rc;
 }

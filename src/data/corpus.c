@@ -2,53 +2,16 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "data/grow.h"
 #include "data/utf8.h"
 #include "ufp4/error.h"
-
-int ufp4_read_file(const char *path, char **data, size_t *len) {
-  *data = NULL;
-  *len = 0;
-  FILE *f = fopen(path, "rb");
-  if (!f) return ufp4_fail(UFP4_EIO, "%s: cannot open: %s", path, strerror(errno));
-  struct stat st;
-  if (fstat(fileno(f), &st) || !S_ISREG(st.st_mode)) {
-    fclose(f);
-    return ufp4_fail(UFP4_EIO, "%s: not a regular file", path);
-  }
-  size_t n = (size_t)st.st_size;
-  char *buf = malloc(n + 1);
-  if (!buf) {
-    fclose(f);
-    return ufp4_fail(UFP4_ENOMEM, "%s: cannot allocate %zu bytes", path, n + 1);
-  }
-  size_t got = fread(buf, 1, n, f);
-  int err = ferror(f);
-  fclose(f);
-  if (got != n || err) {
-    free(buf);
-    return ufp4_fail(UFP4_EIO, "%s: read %zu of %zu bytes", path, got, n);
-  }
-  buf[n] = 0;
-  *data = buf;
-  *len = n;
-  return 0;
-}
-
-static int grow(void **p, size_t *cap, size_t need, size_t elem) {
-  if (need <= *cap) return 0;
-  size_t c = *cap ? *cap : 16;
-  while (c < need) c *= 2;
-  void *q = realloc(*p, c * elem);
-  if (!q) return -1;
-  *p = q;
-  *cap = c;
-  return 0;
-}
+#include "ufp4/fileio.h"
 
 typedef struct {
   ufp4_corpus *c;
@@ -58,9 +21,9 @@ typedef struct {
 static int add_doc(builder *b, const char *name, const char *text, size_t len) {
   ufp4_corpus *c = b->c;
   size_t cap = b->cap_docs;
-  if (grow((void **)&c->names, &cap, c->n_docs + 1, sizeof *c->names) ||
-      (cap = b->cap_docs, grow((void **)&c->texts, &cap, c->n_docs + 1, sizeof *c->texts)) ||
-      (cap = b->cap_docs, grow((void **)&c->lens, &cap, c->n_docs + 1, sizeof *c->lens)))
+  if (ufp4_grow((void **)&c->names, &cap, c->n_docs + 1, sizeof *c->names) ||
+      (cap = b->cap_docs, ufp4_grow((void **)&c->texts, &cap, c->n_docs + 1, sizeof *c->texts)) ||
+      (cap = b->cap_docs, ufp4_grow((void **)&c->lens, &cap, c->n_docs + 1, sizeof *c->lens)))
     return ufp4_fail(UFP4_ENOMEM, "corpus: out of memory");
   b->cap_docs = cap;
   c->names[c->n_docs] = strdup(name);
@@ -75,10 +38,10 @@ static int add_doc(builder *b, const char *name, const char *text, size_t len) {
 static int add_file(builder *b, const char *path, const char *sep) {
   char *buf;
   size_t n, bad;
-  int rc = ufp4_read_file(path, &buf, &n);
+  int rc = ufp4_read_file(path, SIZE_MAX, &buf, &n);
   if (rc) return rc;
   ufp4_corpus *c = b->c;
-  if (grow((void **)&c->bufs, &b->cap_bufs, c->n_bufs + 1, sizeof *c->bufs)) {
+  if (ufp4_grow((void **)&c->bufs, &b->cap_bufs, c->n_bufs + 1, sizeof *c->bufs)) {
     free(buf);
     return ufp4_fail(UFP4_ENOMEM, "corpus: out of memory");
   }
@@ -129,7 +92,7 @@ int ufp4_corpus_load(const char *path, const char *separator, ufp4_corpus *out) 
     while (!rc && (e = readdir(d))) {
       size_t l = strlen(e->d_name);
       if (l < 5 || strcmp(e->d_name + l - 4, ".txt") || e->d_name[0] == '.') continue;
-      if (grow((void **)&files, &cap, nf + 1, sizeof *files) || !(files[nf] = strdup(e->d_name))) {
+      if (ufp4_grow((void **)&files, &cap, nf + 1, sizeof *files) || !(files[nf] = strdup(e->d_name))) {
         rc = ufp4_fail(UFP4_ENOMEM, "corpus: out of memory");
         break;
       }

@@ -8,9 +8,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "data/atomic_file.h"
 #include "data/hashmap.h"
 #include "ufp4/error.h"
+#include "ufp4/fileio.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "token shards are written with little-endian stores"
@@ -125,7 +125,7 @@ int ufp4_shard_writer_commit(ufp4_shard_writer *w, uint64_t n_docs) {
   w->info.n_docs = n_docs;
   uint8_t header[UFP4_SHARD_HEADER_BYTES];
   ufp4_shard_header_pack(&w->info, header);
-  if (!rc && (fflush(w->f.f) || fseek(w->f.f, 0, SEEK_SET)))
+  if (!rc && lseek(w->f.fd, 0, SEEK_SET) != 0)
     rc = ufp4_fail(UFP4_EIO, "%s: seek failed: %s", w->f.tmp, strerror(errno));
   if (!rc) rc = ufp4_atomic_write(&w->f, header, sizeof header);
   if (!rc) rc = ufp4_atomic_commit(&w->f);

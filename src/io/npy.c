@@ -7,15 +7,13 @@
  * message names the file. */
 #include "ufp4/npy.h"
 
-#include <errno.h>
-#include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "ufp4/error.h"
+#include "ufp4/fileio.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "ufp4's npy reader copies float32 data as is and needs a little-endian host"
@@ -243,36 +241,11 @@ int ufp4_npy_parse(const uint8_t *buf, size_t len, const char *name, ufp4_npy *o
 int ufp4_npy_read(const char *path, ufp4_npy *out) {
   if (!path || !out) return ufp4_fail(UFP4_EINVAL, "ufp4_npy_read: NULL argument");
   memset(out, 0, sizeof *out);
-  int fd = open(path, O_RDONLY);
-  if (fd < 0) return ufp4_fail(UFP4_EIO, "%s: cannot open: %s", path, strerror(errno));
-  struct stat sb;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    int e = errno;
-    close(fd);
-    return ufp4_fail(UFP4_EIO, "%s: not a regular file%s%s", path, e ? ": " : "",
-                     e ? strerror(e) : "");
-  }
-  size_t len = (size_t)sb.st_size;
-  uint8_t *buf = malloc(len ? len : 1);
-  if (!buf) {
-    close(fd);
-    return ufp4_fail(UFP4_ENOMEM, "%s: out of memory for %zu bytes", path, len);
-  }
-  size_t got = 0;
-  while (got < len) {
-    ssize_t r = read(fd, buf + got, len - got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      int e = errno;
-      free(buf);
-      close(fd);
-      return ufp4_fail(UFP4_EIO, "%s: read failed: %s", path, strerror(e));
-    }
-    if (r == 0) break; /* shrank while reading: parse what is there, which then fails */
-    got += (size_t)r;
-  }
-  close(fd);
-  int st = ufp4_npy_parse(buf, got, path, out);
+  char *buf;
+  size_t len;
+  int st = ufp4_read_file(path, SIZE_MAX, &buf, &len);
+  if (st) return st;
+  st = ufp4_npy_parse((const uint8_t *)buf, len, path, out);
   free(buf);
   return st;
 }
@@ -300,8 +273,6 @@ static size_t build_header(char *h, size_t cap, const size_t *shape, int ndim) {
   return k;
 }
 
-static int write_all(FILE *fp, const void *p, size_t n) { return n == 0 || fwrite(p, 1, n, fp) == n; }
-
 int ufp4_npy_write(const char *path, const float *data, const size_t *shape, int ndim) {
   if (!path) return ufp4_fail(UFP4_EINVAL, "ufp4_npy_write: NULL path");
   if (ndim < 0 || ndim > UFP4_NPY_MAX_DIMS)
@@ -325,64 +296,7 @@ int ufp4_npy_write(const char *path, const float *data, const size_t *shape, int
   prefix[8] = (uint8_t)(hlen & 0xff);
   prefix[9] = (uint8_t)(hlen >> 8);
 
-  size_t plen = strlen(path);
-  char *tmp = malloc(plen + 16);
-  if (!tmp) return ufp4_fail(UFP4_ENOMEM, "%s: out of memory", path);
-  memcpy(tmp, path, plen);
-  memcpy(tmp + plen, ".tmp.XXXXXX", 12);
-  int fd = mkstemp(tmp);
-  if (fd < 0) {
-    int e = errno;
-    free(tmp);
-    return ufp4_fail(UFP4_EIO, "%s: cannot create a temporary file next to it: %s", path,
-                     strerror(e));
-  }
-  /* mkstemp makes the file 0600; give it the usual permissions of a data file. */
-  (void)fchmod(fd, 0644);
-  FILE *fp = fdopen(fd, "wb");
-  if (!fp) {
-    int e = errno;
-    close(fd);
-    unlink(tmp);
-    free(tmp);
-    return ufp4_fail(UFP4_EIO, "%s: fdopen failed: %s", path, strerror(e));
-  }
-  const char *step = "write";
-  int ok = write_all(fp, prefix, sizeof prefix) && write_all(fp, header, hlen) &&
-           write_all(fp, data, count * sizeof(float));
-  if (ok && !(ok = fflush(fp) == 0)) step = "flush";
-  if (ok && !(ok = fsync(fileno(fp)) == 0)) step = "fsync";
-  int e = ok ? 0 : errno;
-  if (fclose(fp) != 0 && ok) {
-    ok = 0;
-    e = errno;
-    step = "close";
-  }
-  if (ok && rename(tmp, path) != 0) {
-    ok = 0;
-    e = errno;
-    step = "rename";
-  }
-  if (!ok) {
-    unlink(tmp);
-    free(tmp);
-    return ufp4_fail(UFP4_EIO, "%s: %s failed: %s (existing file left untouched)", path, step,
-                     strerror(e));
-  }
-  free(tmp);
-  /* Make the rename itself durable; a failure here cannot undo the write, so it is ignored. */
-  char *dir = strdup(path);
-  if (dir) {
-    char *slash = strrchr(dir, '/');
-    const char *d = ".";
-    if (slash == dir) d = "/";
-    else if (slash) { *slash = 0; d = dir; }
-    int dfd = open(d, O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-      (void)fsync(dfd);
-      close(dfd);
-    }
-    free(dir);
-  }
-  return UFP4_OK;
+  const void *parts[3] = {prefix, header, data};
+  size_t sizes[3] = {sizeof prefix, hlen, count * sizeof(float)};
+  return ufp4_write_parts_atomic(path, parts, sizes, 3);
 }

@@ -42,39 +42,76 @@ static int sync_parent(const char *path) {
   return rc < 0 && errno != EINVAL ? -1 : 0;
 }
 
-int ufp4_write_parts_atomic(const char *path, const void *const *parts, const size_t *sizes, size_t n_parts) {
-  char tmp[4096];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp)
+int ufp4_atomic_open(ufp4_atomic_file *a, const char *path) {
+  a->fd = -1;
+  a->tmp[0] = '\0';
+  if (snprintf(a->path, sizeof a->path, "%s", path) >= (int)sizeof a->path)
     return ufp4_fail(UFP4_EIO, "%s: path too long", path);
-  int fd = mkstemp(tmp);
-  if (fd < 0) return ufp4_fail(UFP4_EIO, "%s: cannot create a temporary file: %s", path, strerror(errno));
-  const char *stage = "write";
-  for (size_t i = 0; i < n_parts; i++)
-    if (write_all(fd, parts[i], sizes[i])) goto fail;
-  stage = "fsync";
-  if (fchmod(fd, 0644) || fsync(fd)) goto fail;
-  stage = "close";
-  if (close(fd)) {
-    fd = -1;
-    goto fail;
+  snprintf(a->tmp, sizeof a->tmp, "%s.tmp.XXXXXX", a->path);
+  a->fd = mkstemp(a->tmp);
+  if (a->fd < 0) {
+    a->tmp[0] = '\0';
+    return ufp4_fail(UFP4_EIO, "%s: cannot create a temporary file: %s", path, strerror(errno));
   }
-  fd = -1;
-  stage = "rename";
-  if (rename(tmp, path)) goto fail;
-  if (sync_parent(path)) return ufp4_fail(UFP4_EIO, "%s: fsync of its folder failed: %s", path, strerror(errno));
   return 0;
-fail:;
+}
+
+/* Reports a failed step; the caller's abort (or commit itself) removes the temporary. */
+static int step_failed(const ufp4_atomic_file *a, const char *stage, int err) {
+  return ufp4_fail(UFP4_EIO, "%s: %s failed: %s (nothing was replaced)", a->path, stage, strerror(err));
+}
+
+int ufp4_atomic_write(ufp4_atomic_file *a, const void *data, size_t size) {
+  return write_all(a->fd, data, size) ? step_failed(a, "write", errno) : 0;
+}
+
+void ufp4_atomic_abort(ufp4_atomic_file *a) {
   int saved = errno;
-  if (fd >= 0) close(fd);
-  unlink(tmp);
-  return ufp4_fail(UFP4_EIO, "%s: %s failed: %s (nothing was replaced)", path, stage, strerror(saved));
+  if (a->fd >= 0) close(a->fd);
+  a->fd = -1;
+  if (a->tmp[0]) unlink(a->tmp);
+  a->tmp[0] = '\0';
+  errno = saved;
+}
+
+int ufp4_atomic_commit(ufp4_atomic_file *a) {
+  const char *stage = "fsync";
+  int rc = fchmod(a->fd, 0644) || fsync(a->fd);
+  if (!rc) {
+    stage = "close";
+    rc = close(a->fd) != 0;
+    a->fd = -1;
+  }
+  if (!rc) {
+    stage = "rename";
+    rc = rename(a->tmp, a->path) != 0;
+  }
+  if (rc) {
+    int saved = errno;
+    ufp4_atomic_abort(a);
+    return step_failed(a, stage, saved);
+  }
+  a->tmp[0] = '\0';
+  if (sync_parent(a->path)) return ufp4_fail(UFP4_EIO, "%s: fsync of its folder failed: %s", a->path, strerror(errno));
+  return 0;
+}
+
+int ufp4_write_parts_atomic(const char *path, const void *const *parts, const size_t *sizes, size_t n_parts) {
+  ufp4_atomic_file a;
+  int rc = ufp4_atomic_open(&a, path);
+  for (size_t i = 0; !rc && i < n_parts; i++) rc = ufp4_atomic_write(&a, parts[i], sizes[i]);
+  if (rc) {
+    ufp4_atomic_abort(&a);
+    return rc;
+  }
+  return ufp4_atomic_commit(&a);
 }
 
 int ufp4_write_file_atomic(const char *path, const void *data, size_t size) {
   return ufp4_write_parts_atomic(path, &data, &size, 1);
 }
 
-int ufp4_read_file_limited(const char *path, size_t max_size, char **data, size_t *size) {
+int ufp4_read_file(const char *path, size_t max_size, char **data, size_t *size) {
   *data = NULL;
   *size = 0;
   FILE *f = fopen(path, "rb");
