@@ -60,7 +60,7 @@ static ufp4_train_config tiny(const char *dir, const char *recipe, int steps) {
 static char *read_text(const char *path) {
   char *t;
   size_t n;
-  assert_int_equal(ufp4_read_file_limited(path, 1 << 24, &t, &n), 0);
+  assert_int_equal(ufp4_read_file(path, 1 << 24, &t, &n), 0);
   return t;
 }
 
@@ -136,8 +136,8 @@ static void test_resume_is_bit_exact(void **state) {
   snprintf(kb, sizeof kb, "%s/ckpt/step_00000030/model.safetensors", b);
   char *wa, *wb;
   size_t na, nb;
-  assert_int_equal(ufp4_read_file_limited(ka, 1 << 26, &wa, &na), 0);
-  assert_int_equal(ufp4_read_file_limited(kb, 1 << 26, &wb, &nb), 0);
+  assert_int_equal(ufp4_read_file(ka, 1 << 26, &wa, &na), 0);
+  assert_int_equal(ufp4_read_file(kb, 1 << 26, &wb, &nb), 0);
   assert_int_equal(na, nb);
   assert_memory_equal(wa, wb, na);
   free(wa);
@@ -200,6 +200,45 @@ static void test_run_folder(void **state) {
   ufp4_remove_tree(dir);
 }
 
+/* Diagnostics change nothing in training, and report what they promise. */
+static void test_diagnostics(void **state) {
+  (void)state;
+  char a[] = "/tmp/ufp4_diagA_XXXXXX", b[] = "/tmp/ufp4_diagB_XXXXXX";
+  assert_non_null(mkdtemp(a));
+  assert_non_null(mkdtemp(b));
+  int B = 4;
+  ufp4_data_source src = {synth_batch, &B, NULL, NULL};
+  ufp4_train_result ra, rb;
+  ufp4_train_config ca = tiny(a, "e2m1", 6), cb = tiny(b, "e2m1", 6);
+  cb.diag_every = 3;
+  assert_int_equal(ufp4_train(&ca, &src, 0, &ra), 0);
+  assert_int_equal(ufp4_train(&cb, &src, 0, &rb), 0);
+  assert_memory_equal(&ra.final_loss, &rb.final_loss, sizeof(double));
+  char p[256];
+  snprintf(p, sizeof p, "%s/diagnostics.jsonl", b);
+  char *text = read_text(p);
+  int drift = 0, operands = 0, gemms = 0;
+  for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+    if (strstr(line, "\"drift\"")) {
+      drift++;
+      /* Layer 0 is the embedding: identical in both forwards. */
+      assert_non_null(strstr(line, "{\"layer\":0,\"norm_ratio\":1,\"cosine\":1}"));
+    } else if (strstr(line, "\"operand\"")) {
+      operands++;
+      assert_non_null(strstr(line, "\"alpha\":"));
+    } else if (strstr(line, "\"gemm\"")) {
+      gemms++;
+    }
+  }
+  /* Steps 0 and 3; 2 layers x 7 projections x 6 operands and x 3 GEMMs each. */
+  assert_int_equal(drift, 2);
+  assert_int_equal(operands, 2 * 2 * 7 * 6);
+  assert_int_equal(gemms, 2 * 2 * 7 * 3);
+  free(text);
+  ufp4_remove_tree(a);
+  ufp4_remove_tree(b);
+}
+
 static void test_bad_config_file(void **state) {
   (void)state;
   char path[] = "/tmp/ufp4_cfg_XXXXXX";
@@ -220,6 +259,7 @@ int main(void) {
       cmocka_unit_test(test_loss_falls_for_every_recipe),
       cmocka_unit_test(test_resume_is_bit_exact),
       cmocka_unit_test(test_run_folder),
+      cmocka_unit_test(test_diagnostics),
       cmocka_unit_test(test_bad_config_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -25,12 +25,25 @@
 extern "C" {
 #endif
 
+/* Diagnostics hook (ufp4_diagnostics_*): when set, every operand about to be 4-bit quantized is
+ * shown to `operand` (as the quantizer sees it: transposed along the reduction dimension, prescaled,
+ * before RHT, with the format that will quantize it), and every GEMM's exact and rounded products to
+ * `gemm`. The training result does not change; the GEMMs are computed twice. */
+typedef struct {
+  void (*operand)(void *ud, int layer, int proj, ufp4_operand op, const float *x, size_t rows, size_t cols,
+                  const ufp4_qformat *f);
+  void (*gemm)(void *ud, int layer, int proj, ufp4_gemm_kind g, const float *exact, const float *rounded, size_t n);
+  void *ud;
+} ufp4_linear_probe;
+
 typedef struct {
   const ufp4_recipe *recipe;
   int high_precision;     /* 1: run this layer in fp32 whatever the recipe (kept blocks) */
   uint64_t seed;
   uint64_t stream_base;   /* caller-chosen, unique per (layer, step, rank) */
   const float *rht_signs; /* recipe->rht_n signs */
+  const ufp4_linear_probe *probe; /* NULL: no diagnostics */
+  int layer, proj;                /* identify the layer to the probe */
 } ufp4_linear_ctx;
 
 /* Floats of scratch the layer needs for these shapes (two prepared operands). */

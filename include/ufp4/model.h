@@ -16,6 +16,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "ufp4/linear.h"
 #include "ufp4/recipe.h"
 
 #ifdef __cplusplus
@@ -26,7 +27,7 @@ typedef struct {
   int n_layers;
   int d_model;
   int n_heads;
-  int n_kv_heads;     /* grouped-query attention when < n_heads */
+  int n_kv_heads;     /* grouped-query attention when < n_heads; 0 = n_heads (see resolve) */
   int ffn_dim;
   int seq_len;        /* the longest sequence (rope tables, activations) */
   int vocab;
@@ -37,6 +38,8 @@ typedef struct {
 } ufp4_model_config;
 
 ufp4_model_config ufp4_model_config_default(void);
+/* Fills the fields whose default depends on others (n_kv_heads 0 -> n_heads). */
+void ufp4_model_config_resolve(ufp4_model_config *c);
 int ufp4_model_config_check(const ufp4_model_config *c);
 /* Number of parameters. */
 size_t ufp4_model_param_count(const ufp4_model_config *c);
@@ -70,6 +73,10 @@ void ufp4_model_init(ufp4_model *m, uint64_t seed);
 
 /* Sets the recipe (copied) used by the block projections; rht signs come from seed. */
 int ufp4_model_set_recipe(ufp4_model *m, const ufp4_recipe *r, uint64_t seed);
+/* 1: every projection runs in fp32 whatever the recipe (the reference forward of drift analysis). */
+void ufp4_model_set_high_precision(ufp4_model *m, int on);
+/* Diagnostics hook passed to every block projection (linear.h); NULL removes it. */
+void ufp4_model_set_probe(ufp4_model *m, const ufp4_linear_probe *probe);
 /* The stochastic-rounding stream of this step (combined with layer and projection inside). */
 void ufp4_model_set_step(ufp4_model *m, uint64_t step, int rank);
 

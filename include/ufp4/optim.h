@@ -21,7 +21,8 @@ extern "C" {
 typedef struct {
   double lr, min_lr;      /* peak and floor of the schedule */
   int warmup_steps;       /* linear warmup from lr/warmup to lr */
-  int total_steps;        /* cosine decays from lr at the end of warmup to min_lr at total_steps */
+  int total_steps;        /* cosine decays from lr at the end of warmup to min_lr at total_steps;
+                             0 (the default) means the run's length, filled in by the trainer */
   double beta1, beta2, eps, weight_decay;
   double grad_clip;       /* max global L2 norm; 0 disables */
 } ufp4_adamw_config;

@@ -5,6 +5,7 @@
  *   config.json     the fully resolved run configuration, recipe included
  *   metrics.jsonl   one JSON object per logged step: step, loss, lr, grad_norm, tokens_per_s,
  *                   ms_per_step; and per evaluation: step, val_loss, val_ppl
+ *   diagnostics.jsonl     with diag_every > 0: operand, GEMM and drift measures (diagnostics.h)
  *   ckpt/step_NNNNNNNN/   checkpoints (checkpoint.h): Hugging Face loadable, plus optimizer state
  *
  * Determinism: batch i of the run is a pure function of (seed, i) through the batch source, the
@@ -41,11 +42,14 @@ typedef struct {
   int eval_every;         /* 0 = only at the end */
   int eval_batches;
   int ckpt_every;         /* 0 = only at the end */
+  int diag_every;         /* diagnostics.jsonl every N steps (diagnostics.h); 0 = off */
   int keep_ckpts;         /* most recent checkpoints kept (>= 1) */
   ufp4_nan_policy nan_policy;
   int threads;            /* 0 = OpenMP default */
   int progress;           /* 1: progress line on stderr */
   int rank, world;        /* data-parallel position (1 process: 0, 1) */
+  char progress_label[128]; /* shown in the progress line ("" = the recipe name) */
+  double eta_after_s;     /* time still to come after this run (compare's other runs), for the total ETA */
   char out_dir[1024];
   char data_desc[1024];   /* recorded in config.json: where the batches come from */
 } ufp4_train_config;

@@ -1,3 +1,4 @@
+#include <stdlib.h>
 #include <string.h>
 
 #include "ufp4/error.h"
@@ -41,6 +42,7 @@ static int prepare(const ufp4_linear_ctx *ctx, ufp4_operand op, const float *src
   float pre = (ufp4_round_is_stochastic(f.round) && r->sr_prescale != 1.0f) ? r->sr_prescale : 1.0f;
   if (pre != 1.0f)
     for (size_t i = 0; i < n; i++) dst[i] *= pre;
+  if (ctx->probe && ctx->probe->operand) ctx->probe->operand(ctx->probe->ud, ctx->layer, ctx->proj, op, dst, rows, cols, &f);
   int rc = ufp4_fake_quant(&f, dst, dst, rows, cols);
   if (rc) return rc;
   if (pre != 1.0f)
@@ -48,28 +50,52 @@ static int prepare(const ufp4_linear_ctx *ctx, ufp4_operand op, const float *src
   return 0;
 }
 
+/* The exact product of the same operands, for the probe: C = A B^T in fp32 without rounding. */
+static int probe_gemm(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, const float *A, int ta, const float *B, int tb,
+                      size_t m, size_t n2, size_t k, const float *rounded_a, const float *rounded_b) {
+  float *a = malloc(sizeof(float) * m * k), *b = malloc(sizeof(float) * n2 * k);
+  float *exact = malloc(sizeof(float) * m * n2), *rounded = malloc(sizeof(float) * m * n2);
+  int rc = (!a || !b || !exact || !rounded) ? ufp4_fail(UFP4_ENOMEM, "linear: out of memory for diagnostics") : 0;
+  if (!rc) {
+    if (ta) ufp4_transpose(A, a, k, m);
+    else memcpy(a, A, sizeof(float) * m * k);
+    if (tb) ufp4_transpose(B, b, k, n2);
+    else memcpy(b, B, sizeof(float) * n2 * k);
+    ufp4_sgemm_abt(a, b, exact, m, n2, k, 0.0f);
+    ufp4_sgemm_abt(rounded_a, rounded_b, rounded, m, n2, k, 0.0f);
+    ctx->probe->gemm(ctx->probe->ud, ctx->layer, ctx->proj, g, exact, rounded, m * n2);
+  }
+  free(a);
+  free(b);
+  free(exact);
+  free(rounded);
+  return rc;
+}
+
+/* C [m, n2] (+)= A' B'^T where A' is A [m, k] (or A^T when ta) and B' likewise, each rounded by the
+ * recipe as operands opa and opb of GEMM g. */
+static int gemm(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, ufp4_operand opa, const float *A, int ta,
+                ufp4_operand opb, const float *B, int tb, float *C, size_t m, size_t n2, size_t k, float beta,
+                float *scratch) {
+  float *a = scratch, *b = scratch + m * k;
+  int rc;
+  if ((rc = prepare(ctx, opa, A, ta, m, k, a)) || (rc = prepare(ctx, opb, B, tb, n2, k, b))) return rc;
+  if (ctx->probe && ctx->probe->gemm && layer_precision(ctx) != UFP4_PREC_FP32 &&
+      (rc = probe_gemm(ctx, g, A, ta, B, tb, m, n2, k, a, b)))
+    return rc;
+  ufp4_sgemm_abt(a, b, C, m, n2, k, beta);
+  return 0;
+}
+
 int ufp4_linear_forward(const ufp4_linear_ctx *ctx, const float *X, const float *W, float *Y, size_t n,
                         size_t in, size_t out, float *scratch) {
-  float *a = scratch, *b = scratch + n * in;
-  int rc;
-  if ((rc = prepare(ctx, UFP4_OP_FPROP_X, X, 0, n, in, a))) return rc;
-  if ((rc = prepare(ctx, UFP4_OP_FPROP_W, W, 0, out, in, b))) return rc;
-  ufp4_sgemm_abt(a, b, Y, n, out, in, 0.0f);
-  return 0;
+  return gemm(ctx, UFP4_FPROP, UFP4_OP_FPROP_X, X, 0, UFP4_OP_FPROP_W, W, 0, Y, n, out, in, 0.0f, scratch);
 }
 
 int ufp4_linear_backward(const ufp4_linear_ctx *ctx, const float *dY, const float *X, const float *W,
                          float *dX, float *dW, size_t n, size_t in, size_t out, float *scratch) {
   int rc;
-  if (dX) {
-    float *a = scratch, *b = scratch + n * out;
-    if ((rc = prepare(ctx, UFP4_OP_DGRAD_DY, dY, 0, n, out, a))) return rc;
-    if ((rc = prepare(ctx, UFP4_OP_DGRAD_W, W, 1, in, out, b))) return rc;
-    ufp4_sgemm_abt(a, b, dX, n, in, out, 1.0f);
-  }
-  float *a = scratch, *b = scratch + out * n;
-  if ((rc = prepare(ctx, UFP4_OP_WGRAD_DY, dY, 1, out, n, a))) return rc;
-  if ((rc = prepare(ctx, UFP4_OP_WGRAD_X, X, 1, in, n, b))) return rc;
-  ufp4_sgemm_abt(a, b, dW, out, in, n, 1.0f);
-  return 0;
+  if (dX && (rc = gemm(ctx, UFP4_DGRAD, UFP4_OP_DGRAD_DY, dY, 0, UFP4_OP_DGRAD_W, W, 1, dX, n, in, out, 1.0f, scratch)))
+    return rc;
+  return gemm(ctx, UFP4_WGRAD, UFP4_OP_WGRAD_DY, dY, 1, UFP4_OP_WGRAD_X, X, 1, dW, out, in, n, 1.0f, scratch);
 }

@@ -8,7 +8,7 @@ ufp4_model_config ufp4_model_config_default(void) {
   ufp4_model_config c = {.n_layers = 4,
                          .d_model = 256,
                          .n_heads = 4,
-                         .n_kv_heads = 4,
+                         .n_kv_heads = 0,
                          .ffn_dim = 768,
                          .seq_len = 256,
                          .vocab = 4096,
@@ -17,6 +17,10 @@ ufp4_model_config ufp4_model_config_default(void) {
                          .init_std = 0.02f,
                          .tie_embeddings = 0};
   return c;
+}
+
+void ufp4_model_config_resolve(ufp4_model_config *c) {
+  if (c->n_kv_heads == 0) c->n_kv_heads = c->n_heads;
 }
 
 int ufp4_model_config_check(const ufp4_model_config *c) {

@@ -42,6 +42,8 @@ struct ufp4_model {
   float rht_signs[UFP4_RHT_MAX];
   uint64_t recipe_seed, step;
   int rank;
+  int all_fp32;
+  const ufp4_linear_probe *probe;
 };
 
 static size_t sz(size_t a, size_t b) { return a * b; }
@@ -219,6 +221,9 @@ int ufp4_model_set_recipe(ufp4_model *m, const ufp4_recipe *r, uint64_t seed) {
   return 0;
 }
 
+void ufp4_model_set_high_precision(ufp4_model *m, int on) { m->all_fp32 = on; }
+void ufp4_model_set_probe(ufp4_model *m, const ufp4_linear_probe *probe) { m->probe = probe; }
+
 void ufp4_model_set_step(ufp4_model *m, uint64_t step, int rank) {
   m->step = step;
   m->rank = rank;
@@ -227,10 +232,13 @@ void ufp4_model_set_step(ufp4_model *m, uint64_t step, int rank) {
 static ufp4_linear_ctx proj_ctx(const ufp4_model *m, int l, int proj) {
   const int L = m->c.n_layers;
   ufp4_linear_ctx ctx = {.recipe = &m->recipe,
-                         .high_precision = l < m->recipe.keep_first || l >= L - m->recipe.keep_last,
+                         .high_precision = m->all_fp32 || l < m->recipe.keep_first || l >= L - m->recipe.keep_last,
                          .seed = m->recipe_seed,
                          .stream_base = ((m->step * 1024 + (uint64_t)m->rank) * 4096 + (uint64_t)l) * 8 + (uint64_t)proj,
-                         .rht_signs = m->rht_signs};
+                         .rht_signs = m->rht_signs,
+                         .probe = m->probe,
+                         .layer = l,
+                         .proj = proj};
   return ctx;
 }
 

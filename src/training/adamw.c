@@ -6,7 +6,7 @@ ufp4_adamw_config ufp4_adamw_default(void) {
   ufp4_adamw_config c = {.lr = 1e-3,
                          .min_lr = 1e-4,
                          .warmup_steps = 20,
-                         .total_steps = 1000,
+                         .total_steps = 0, /* 0: the run's length */
                          .beta1 = 0.9,
                          .beta2 = 0.95,
                          .eps = 1e-8,

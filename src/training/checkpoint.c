@@ -70,7 +70,7 @@ static int get_bool_false(const cJSON *j, const char *path, const char *key) {
 int ufp4_hf_config_read(const char *path, ufp4_model_config *c) {
   char *text;
   size_t len;
-  int rc = ufp4_read_file_limited(path, 1 << 20, &text, &len);
+  int rc = ufp4_read_file(path, 1 << 20, &text, &len);
   if (rc) return rc;
   cJSON *j = cJSON_ParseWithLength(text, len);
   free(text);

@@ -75,6 +75,7 @@ char *ufp4_train_config_json(const ufp4_train_config *c) {
   cJSON_AddNumberToObject(j, "eval_every", c->eval_every);
   cJSON_AddNumberToObject(j, "eval_batches", c->eval_batches);
   cJSON_AddNumberToObject(j, "ckpt_every", c->ckpt_every);
+  cJSON_AddNumberToObject(j, "diag_every", c->diag_every);
   cJSON_AddNumberToObject(j, "keep_ckpts", c->keep_ckpts);
   cJSON_AddStringToObject(j, "nan_policy", c->nan_policy == UFP4_NAN_STOP ? "stop" : "skip");
   cJSON_AddNumberToObject(j, "threads", c->threads);
@@ -122,7 +123,7 @@ static int str(const cJSON *obj, const char *key, const char *path, char *out, s
 int ufp4_train_config_load(const char *path, ufp4_train_config *c) {
   char *text;
   size_t len;
-  int rc = ufp4_read_file_limited(path, 1 << 20, &text, &len);
+  int rc = ufp4_read_file(path, 1 << 20, &text, &len);
   if (rc) return rc;
   cJSON *j = cJSON_ParseWithLength(text, len);
   free(text);
@@ -163,8 +164,10 @@ int ufp4_train_config_load(const char *path, ufp4_train_config *c) {
              (rc = integer(j, "eval_every", path, 0, 1 << 30, &c->eval_every)) ||
              (rc = integer(j, "eval_batches", path, 0, 1 << 20, &c->eval_batches)) ||
              (rc = integer(j, "ckpt_every", path, 0, 1 << 30, &c->ckpt_every)) ||
+             (rc = integer(j, "diag_every", path, 0, 1 << 30, &c->diag_every)) ||
              (rc = integer(j, "keep_ckpts", path, 1, 1 << 20, &c->keep_ckpts)) ||
-             (rc = integer(j, "threads", path, 0, 1024, &c->threads)) || (rc = str(j, "nan_policy", path, nan, sizeof nan))) {
+             (rc = integer(j, "threads", path, 0, 1024, &c->threads)) || (rc = str(j, "nan_policy", path, nan, sizeof nan)) ||
+             (rc = str(j, "data", path, c->data_desc, sizeof c->data_desc))) {
   }
   if (!rc) {
     c->seed = (uint64_t)seed;

@@ -10,8 +10,10 @@
 #include <unistd.h>
 
 #include "ufp4/checkpoint.h"
+#include "ufp4/diagnostics.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
+#include "ufp4/jsonnum.h"
 #include "ufp4/parallel.h"
 #include "ufp4/train.h"
 
@@ -100,7 +102,7 @@ static int latest_checkpoint(const char *run) {
 /* Removes checkpoints older than the `keep` most recent ones. */
 static void prune_checkpoints(const char *run, int keep, int every, int newest) {
   for (int step = newest - keep * every; step > 0 && every > 0; step -= every) {
-    char path[1200];
+    char path[2200];
     if (ckpt_path(path, sizeof path, run, step)) return;
     struct stat st;
     if (stat(path, &st)) break;
@@ -113,7 +115,7 @@ static int truncate_metrics(const char *path, int step) {
   char *text;
   size_t len;
   if (access(path, F_OK)) return 0;
-  int rc = ufp4_read_file_limited(path, (size_t)1 << 31, &text, &len);
+  int rc = ufp4_read_file(path, (size_t)1 << 31, &text, &len);
   if (rc) return rc;
   size_t keep = 0;
   for (size_t i = 0; i < len;) {
@@ -141,7 +143,7 @@ typedef struct {
   float *m_state, *v_state;
   int32_t *tokens, *inp, *tgt;
   segments seg;
-  FILE *metrics;
+  FILE *metrics, *diag;
 } run_state;
 
 static void run_state_free(run_state *s) {
@@ -154,6 +156,7 @@ static void run_state_free(run_state *s) {
   free(s->seg.start);
   free(s->seg.decay);
   if (s->metrics) fclose(s->metrics);
+  if (s->diag) fclose(s->diag);
 }
 
 static int save(const ufp4_train_config *cfg, run_state *s, int step) {
@@ -189,7 +192,11 @@ static int resume_from(const ufp4_train_config *cfg, run_state *s, int *start_st
   return rc;
 }
 
-int ufp4_train(const ufp4_train_config *cfg, const ufp4_data_source *data, int resume, ufp4_train_result *res) {
+int ufp4_train(const ufp4_train_config *cfg_in, const ufp4_data_source *data, int resume, ufp4_train_result *res) {
+  ufp4_train_config resolved = *cfg_in;
+  if (resolved.optim.total_steps <= 0) resolved.optim.total_steps = resolved.steps;
+  ufp4_model_config_resolve(&resolved.model);
+  const ufp4_train_config *cfg = &resolved;
   memset(res, 0, sizeof *res);
   res->final_val_loss = NAN;
   ufp4_recipe recipe;
@@ -215,7 +222,7 @@ int ufp4_train(const ufp4_train_config *cfg, const ufp4_data_source *data, int r
   ufp4_model_init(s.model, cfg->seed);
   ufp4_model_set_recipe(s.model, &recipe, cfg->seed);
 
-  char path[1200];
+  char path[2200];
   if ((rc = ufp4_mkdirs(cfg->out_dir))) goto done;
   int start = 0;
   if (resume && (rc = resume_from(cfg, &s, &start))) goto done;
@@ -233,11 +240,27 @@ int ufp4_train(const ufp4_train_config *cfg, const ufp4_data_source *data, int r
       rc = ufp4_fail(UFP4_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
       goto done;
     }
+    if (cfg->diag_every > 0) {
+      snprintf(path, sizeof path, "%s/diagnostics.jsonl", cfg->out_dir);
+      /* Diagnostics of step s are taken before it runs: a resume at `start` takes them again. */
+      if (resume && (rc = truncate_metrics(path, start - 1))) goto done;
+      if (!(s.diag = fopen(path, resume ? "a" : "w"))) {
+        rc = ufp4_fail(UFP4_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
+        goto done;
+      }
+    }
   }
 
   double train_time = 0, window_loss = 0;
   int window_n = 0;
   for (int step = start; step < cfg->steps; step++) {
+    if (s.diag && step % cfg->diag_every == 0) {
+      /* On this step's first batch, before the gradients are zeroed for the step itself. */
+      if ((rc = data->train_batch(data->train_ctx, (uint64_t)step * cfg->grad_accum, s.tokens))) goto done;
+      split_batch(s.tokens, s.inp, s.tgt, B, T);
+      ufp4_model_set_step(s.model, (uint64_t)step * cfg->grad_accum, cfg->rank);
+      if ((rc = ufp4_diagnostics_run(s.model, s.inp, s.tgt, B, T, step, s.diag))) goto done;
+    }
     const double t0 = now_s();
     ufp4_model_zero_grads(s.model);
     double loss = 0;
@@ -278,9 +301,11 @@ int ufp4_train(const ufp4_train_config *cfg, const ufp4_data_source *data, int r
     }
     const int done_steps = step + 1;
     if (writer && (done_steps % cfg->log_every == 0 || done_steps == cfg->steps)) {
+      char lbuf[UFP4_JSONNUM_SIZE], gbuf[UFP4_JSONNUM_SIZE];
       fprintf(s.metrics,
-              "{\"step\":%d,\"loss\":%.9g,\"lr\":%.6g,\"grad_norm\":%.6g,\"tokens_per_s\":%.1f,\"ms_per_step\":%.2f%s}\n",
-              done_steps, loss, lr, gnorm, tok_s, dt * 1e3, bad ? ",\"skipped\":true" : "");
+              "{\"step\":%d,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"tokens_per_s\":%.1f,\"ms_per_step\":%.2f%s}\n",
+              done_steps, ufp4_json_num(lbuf, loss), lr, ufp4_json_num(gbuf, gnorm), tok_s, dt * 1e3,
+              bad ? ",\"skipped\":true" : "");
       fflush(s.metrics);
       res->final_loss = window_n ? window_loss / window_n : NAN;
       window_loss = 0;
@@ -293,17 +318,30 @@ int ufp4_train(const ufp4_train_config *cfg, const ufp4_data_source *data, int r
       if ((rc = ufp4_evaluate(s.model, data->val_batch, data->val_ctx, cfg->eval_batches, B, T, &vl))) goto done;
       res->final_val_loss = vl;
       if (writer) {
-        fprintf(s.metrics, "{\"step\":%d,\"val_loss\":%.9g,\"val_ppl\":%.6g}\n", done_steps, vl, exp(vl));
+        char vbuf[UFP4_JSONNUM_SIZE], pbuf[UFP4_JSONNUM_SIZE];
+        fprintf(s.metrics, "{\"step\":%d,\"val_loss\":%s,\"val_ppl\":%s}\n", done_steps, ufp4_json_num(vbuf, vl),
+                ufp4_json_num(pbuf, exp(vl)));
         fflush(s.metrics);
       }
     }
     if (cfg->progress && writer) {
-      char eta[32];
-      format_eta(train_time / (done_steps - start) * (cfg->steps - done_steps), eta, sizeof eta);
-      fprintf(stderr, "\r[%s] step %d/%d  loss %.4f  lr %.2e  %.0f tok/s  ETA %s   ", recipe.name, done_steps,
-              cfg->steps, loss, lr, tok_s, eta);
-      if (done_steps == cfg->steps) fputc('\n', stderr);
-      fflush(stderr);
+      /* A terminal gets one line rewritten in place; a log file gets about 20 lines per run. */
+      const int tty = isatty(fileno(stderr));
+      const int every = cfg->steps >= 20 ? cfg->steps / 20 : 1;
+      if (tty || done_steps % every == 0 || done_steps == cfg->steps) {
+        char eta[32], total[48] = "";
+        const double left = train_time / (done_steps - start) * (cfg->steps - done_steps);
+        format_eta(left, eta, sizeof eta);
+        if (cfg->eta_after_s > 0) {
+          char all[32];
+          format_eta(left + cfg->eta_after_s, all, sizeof all);
+          snprintf(total, sizeof total, ", all runs %s", all);
+        }
+        fprintf(stderr, "%s[%s] step %d/%d  loss %.4f  lr %.2e  %.0f tok/s  ETA %s%s%s", tty ? "\r" : "",
+                cfg->progress_label[0] ? cfg->progress_label : recipe.name, done_steps, cfg->steps, loss, lr, tok_s,
+                eta, total, tty && done_steps < cfg->steps ? "   " : "\n");
+        fflush(stderr);
+      }
     }
     const int ckpt_now = (cfg->ckpt_every > 0 && done_steps % cfg->ckpt_every == 0) || done_steps == cfg->steps;
     if (writer && ckpt_now && (rc = save(cfg, &s, done_steps))) goto done;

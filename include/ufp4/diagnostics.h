@@ -1,0 +1,41 @@
+/* Training diagnostics: what the recipe does to each operand and GEMM, and how the error compounds
+ * through depth (the paper's "layer over layer").
+ *
+ * ufp4_diagnostics_run writes JSON lines for one batch:
+ *   per 4-bit operand  {"step","layer","proj","operand","alpha","sqnr_db","b_eff","underflow",
+ *                       "mean_rel_err","shrink_bias","clipped"}   (measures.h, on the tensor the
+ *                       quantizer sees, with its own RHT and rounding)
+ *   per rounded GEMM   {"step","layer","proj","gemm","out_sqnr_db"}: the rounded product against
+ *                       the exact product of the same (unrounded) operands
+ *   forward drift      {"step","drift":[{"layer","norm_ratio","cosine"},...]}: the residual stream
+ *                       after each block under the recipe against the fp32 forward with the same
+ *                       weights and batch (layer 0 is the embedding, identical by construction)
+ * It runs a forward and backward of its own: call it before a step zeroes the gradients. It changes
+ * no weight and no random stream, so training with diagnostics gives the same bits as without. */
+#ifndef UFP4_DIAGNOSTICS_H
+#define UFP4_DIAGNOSTICS_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include "ufp4/model.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  int layer;
+  double norm_ratio; /* ||h_q|| / ||h|| */
+  double cosine;
+} ufp4_drift_point;
+
+/* Forward drift of one batch: out[0..n_layers] (index 0 = embeddings). */
+int ufp4_forward_drift(ufp4_model *m, const int32_t *tokens, int B, int T, ufp4_drift_point *out);
+/* All diagnostics of one batch (tokens/targets [B, T]) as JSON lines into `out`. */
+int ufp4_diagnostics_run(ufp4_model *m, const int32_t *tokens, const int32_t *targets, int B, int T, int step,
+                         FILE *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

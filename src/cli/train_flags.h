@@ -1,0 +1,17 @@
+/* Model, optimizer and run flags shared by `ufp4 train` and the commands that train several runs. */
+#ifndef UFP4_CLI_TRAIN_FLAGS_H
+#define UFP4_CLI_TRAIN_FLAGS_H
+
+#include <stdio.h>
+#include "ufp4/train.h"
+
+void ufp4_train_flags_usage(FILE *out);
+/* Parses the flag at argv[*i] into cfg: 1 taken (and *i advanced past its value), 0 not a train
+ * flag, -1 a bad value (message printed). */
+int ufp4_train_flags_parse(const char *cmd, int argc, char **argv, int *i, ufp4_train_config *cfg);
+
+/* As ufp4_train_flags_parse, plus --no-progress; an unknown option is reported (naming `cmd`)
+ * and returns -1, so the caller exits with status 2 on any negative value. */
+int ufp4_train_flags_parse_or_fail(const char *cmd, int argc, char **argv, int *i, ufp4_train_config *cfg);
+
+#endif
