@@ -9,5 +9,12 @@ int ufp4_cmd_quantize(int argc, char **argv);
 int ufp4_cmd_bench(int argc, char **argv);
 int ufp4_cmd_tokenizer(int argc, char **argv);
 int ufp4_cmd_prepare(int argc, char **argv);
+int ufp4_cmd_train(int argc, char **argv);
+int ufp4_cmd_eval(int argc, char **argv);
+int ufp4_cmd_sample(int argc, char **argv);
+int ufp4_cmd_compare(int argc, char **argv);
+int ufp4_cmd_report(int argc, char **argv);
+int ufp4_cmd_drift(int argc, char **argv);
+int ufp4_cmd_sweep(int argc, char **argv);
 
 #endif

@@ -18,6 +18,13 @@ static const command commands[] = {
     {"bench", ufp4_cmd_bench, "benchmark the quantizers (G elements/s, RHT fusion, threads)"},
     {"tokenizer", ufp4_cmd_tokenizer, "train a BPE tokenizer, or encode/decode text with one"},
     {"prepare", ufp4_cmd_prepare, "tokenize a corpus into train and validation token shards"},
+    {"train", ufp4_cmd_train, "pretrain a Llama-style model under a 4-bit recipe"},
+    {"eval", ufp4_cmd_eval, "validation loss and perplexity of a checkpoint on a shard"},
+    {"sample", ufp4_cmd_sample, "generate text from a checkpoint"},
+    {"compare", ufp4_cmd_compare, "BF16-relative loss error of 4-bit recipes over seeds, with a report"},
+    {"sweep", ufp4_cmd_sweep, "scaling study: sizes x recipes, power-law fits, FP4-to-BF16 gap vs compute"},
+    {"drift", ufp4_cmd_drift, "forward drift through depth of a checkpoint under each recipe"},
+    {"report", ufp4_cmd_report, "rebuild a comparison report from finished run folders"},
 };
 enum { n_commands = sizeof commands / sizeof commands[0] };
 

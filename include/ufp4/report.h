@@ -1,0 +1,135 @@
+/* The comparison report of `ufp4 compare` / `ufp4 report`: finished run folders (one per recipe
+ * and seed, written by ufp4_train, see train.h) -> figures, significance tests, plots and a report.
+ *
+ * Figures per run (window = the last final_steps logged, non-skipped train lines):
+ *   final_train  mean train loss over the run's own last final_steps train lines
+ *   final_val    val_loss of the last evaluation line (NaN when there is none)
+ *   rel_err      mean over the window of |L(s) - L_base(s)| / L_base(s), where L_base is the
+ *                baseline recipe's run OF THE SAME SEED and the window is the last final_steps steps
+ *                that both runs logged (the paper's BF16-relative loss error, REFERENCE.md §6)
+ *   signed_gap   mean over the same window of L(s) - L_base(s)
+ *   rel_gap      mean over the same window of (L(s) - L_base(s)) / L_base(s)
+ *   Runs of the baseline recipe, and runs with no baseline run of their seed, have NaN there.
+ * Per recipe: mean and sample std over seeds of each figure (NaNs left out; std NaN below 2).
+ * The control recipe's rel_err (fp32 vs bf16) is the noise floor printed next to every recipe.
+ * Tests: for every pair of non-baseline recipes (the control included), a paired t-test across
+ * the seeds both have, on rel_err and on signed_gap (stats.h); "significant" means p < 0.05. With
+ * fewer than 2 common seeds the test is marked not possible (valid = 0).
+ *
+ * Outputs of ufp4_report_write in out_dir: report.json (every figure above, machine readable),
+ * report.md, report.html (self-contained: inline CSS and inline SVG, no external references),
+ * and plots/ with each plot's data (.dat), gnuplot script (.gp, `cd plots && gnuplot X.gp`
+ * reproduces X.svg and X.png) and its SVG and PNG. Plots: seed-mean train loss (raw and smoothed
+ * by a trailing moving average over ~1/20 of the logged points), val loss, seed-mean relative
+ * error vs step (smoothed the same way), and when a run has diagnostics.jsonl: alpha and SQNR
+ * per layer per operand kind, output SQNR per GEMM per layer, and forward drift (norm ratio and
+ * cosine) per layer, each at the last diagnostics step of each run, averaged over projections
+ * and seeds. gnuplot is found on PATH (or as $UFP4_GNUPLOT); without it the report is written
+ * without plots and says so. */
+#ifndef UFP4_REPORT_H
+#define UFP4_REPORT_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "ufp4/stats.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct {
+  char recipe[512]; /* label; "" = take the "recipe" string of the run's config.json */
+  long long seed;   /* -1 = take "seed" from config.json */
+  char dir[4096];
+} ufp4_report_run;
+
+typedef struct {
+  int final_steps;       /* averaging window in logged steps (default 100) */
+  const char *baseline;  /* default "bf16" */
+  const char *control;   /* default "fp32"; NULL or "" = no control */
+  const char *title;     /* default "ufp4 recipe comparison" */
+  const char *command;   /* the exact command line, recorded in the report; may be NULL */
+  int plots;             /* 1 (default): plot when gnuplot is available; 0: never */
+} ufp4_report_options;
+
+ufp4_report_options ufp4_report_options_default(void);
+
+/* Reads runs.json: an array of {"recipe": str, "seed": int, "dir": str}, or an object holding
+ * such an array under "runs". Relative dirs are taken relative to the folder of runs.json.
+ * *runs is malloc'ed. */
+int ufp4_report_runs_load(const char *path, ufp4_report_run **runs, size_t *n);
+
+typedef struct {
+  int *step;
+  double *value;
+  size_t n;
+} ufp4_series;
+
+typedef struct {
+  double mean, std;
+  int n;
+} ufp4_msd;
+
+struct ufp4_report_diag; /* parsed diagnostics.jsonl (internal) */
+
+typedef struct {
+  char recipe[512];
+  long long seed;
+  char dir[4096];
+  char config_recipe[512]; /* canonical recipe string from config.json */
+  ufp4_series train, val;  /* sorted by step; skipped steps left out of train */
+  int skipped;             /* train lines marked skipped */
+  int window;              /* train lines averaged for final_train */
+  int rel_window;          /* common steps averaged for rel_err (0: none) */
+  double final_train, final_val, rel_err, signed_gap, rel_gap;
+  struct ufp4_report_diag *diag; /* NULL without diagnostics.jsonl */
+} ufp4_report_run_result;
+
+typedef struct {
+  char recipe[512];
+  int n_seeds;
+  int is_baseline, is_control;
+  ufp4_msd final_train, final_val, rel_err, signed_gap, rel_gap;
+} ufp4_report_recipe;
+
+typedef struct {
+  int a, b;           /* recipe indices; d = a - b */
+  int metric;         /* 0: rel_err, 1: signed_gap */
+  int valid;          /* 0: fewer than 2 common seeds */
+  int significant;    /* valid && p < 0.05 */
+  ufp4_ttest t;
+} ufp4_report_test;
+
+typedef struct {
+  int final_steps;
+  char *baseline, *control, *title, *command;
+  int plots;
+  ufp4_report_run_result *runs;
+  size_t n_runs;
+  ufp4_report_recipe *recipes; /* in order of first appearance */
+  size_t n_recipes;
+  int baseline_idx, control_idx; /* -1 when absent */
+  ufp4_report_test *tests;
+  size_t n_tests;
+  char **notes; /* warnings worth reading, e.g. a run without a baseline of its seed */
+  size_t n_notes;
+  int plotted;  /* set by ufp4_report_write: 1 when gnuplot made the plots */
+  char plot_note[512];
+} ufp4_report;
+
+/* Reads every run folder and computes the figures and tests. A missing or malformed
+ * config.json / metrics.jsonl is an error naming the file (and line); a missing baseline recipe
+ * is an error; a duplicate (recipe, seed) is an error. */
+int ufp4_report_build(const ufp4_report_run *runs, size_t n, const ufp4_report_options *opt, ufp4_report **out);
+/* Writes report.json, report.md, report.html and plots/ into out_dir (created if needed). */
+int ufp4_report_write(ufp4_report *r, const char *out_dir);
+/* The summary table: recipe, seeds, final train, final val, rel. err (mean +- std), signed gap,
+ * noise floor, significance against the control. */
+void ufp4_report_print_table(const ufp4_report *r, FILE *f);
+void ufp4_report_free(ufp4_report *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

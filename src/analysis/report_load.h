@@ -1,0 +1,15 @@
+/* Run-folder readers used by report.c (not a public API). */
+#ifndef UFP4_REPORT_LOAD_H
+#define UFP4_REPORT_LOAD_H
+
+#include <stddef.h>
+
+#include "ufp4/report.h"
+
+/* config.json: the "recipe" string and "seed". */
+int rpt_load_config(const char *dir, char *recipe, size_t recipe_size, long long *seed);
+/* metrics.jsonl: train (non-skipped) and val series, sorted by step. A line that is not JSON but
+ * says "skipped":true (nan loss) counts as skipped; any other malformed line is an error. */
+int rpt_load_metrics(const char *dir, ufp4_series *train, ufp4_series *val, int *skipped);
+
+#endif

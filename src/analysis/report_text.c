@@ -1,0 +1,59 @@
+/* Sentences and rows shared by report.md and report.html, so the two say the same thing. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "analysis/report_text.h"
+
+void rpt_test_sentence(const ufp4_report *r, const ufp4_report_test *t, char *out, size_t size) {
+  const char *a = r->recipes[t->a].recipe, *b = r->recipes[t->b].recipe;
+  const double scale = t->metric ? 1 : 100;
+  const char *unit = t->metric ? "" : " percentage points";
+  if (!t->valid) {
+    snprintf(out, size, "%s vs %s (%s): no test possible (%zu common seed%s; a paired test needs 2)", a, b,
+             rpt_metric_name(t->metric), t->t.n, t->t.n == 1 ? "" : "s");
+    return;
+  }
+  char tt[32];
+  if (isinf(t->t.t)) snprintf(tt, sizeof tt, "%s", t->t.t > 0 ? "+inf (no spread)" : "-inf (no spread)");
+  else snprintf(tt, sizeof tt, "%.3f", t->t.t);
+  snprintf(out, size, "%s vs %s (%s): mean difference %+.5g%s (%s minus %s), t = %s, df = %.0f, p = %.4g: %s", a, b,
+           rpt_metric_name(t->metric), t->t.mean_diff * scale, unit, a, b, tt, t->t.df, t->t.p,
+           t->significant ? "SIGNIFICANT (p < 0.05)" : "not significant (p >= 0.05)");
+}
+
+void rpt_recipe_cells(const ufp4_report *r, size_t i, rpt_cells *c) {
+  const ufp4_report_recipe *q = &r->recipes[i];
+  memset(c, 0, sizeof *c);
+  snprintf(c->seeds, sizeof c->seeds, "%d", q->n_seeds);
+  rpt_fmt_msd(c->train, sizeof c->train, q->final_train, 1, "%.5f");
+  rpt_fmt_msd(c->val, sizeof c->val, q->final_val, 1, "%.5f");
+  if (q->is_baseline) {
+    snprintf(c->rel, sizeof c->rel, "(baseline)");
+    snprintf(c->gap, sizeof c->gap, "-");
+    snprintf(c->relgap, sizeof c->relgap, "-");
+  } else {
+    rpt_fmt_msd(c->rel, sizeof c->rel, q->rel_err, 100, "%.4f%%");
+    rpt_fmt_msd(c->gap, sizeof c->gap, q->signed_gap, 1, "%+.5f");
+    rpt_fmt_msd(c->relgap, sizeof c->relgap, q->rel_gap, 100, "%+.4f%%");
+  }
+  if (r->control_idx >= 0) rpt_fmt_msd(c->floor, sizeof c->floor, r->recipes[r->control_idx].rel_err, 100, "%.4f%%");
+  else snprintf(c->floor, sizeof c->floor, "n/a");
+  const ufp4_report_test *t = NULL;
+  for (size_t k = 0; k < r->n_tests; k++)
+    if (r->tests[k].metric == 0 && r->tests[k].a == (int)i && r->tests[k].b == r->control_idx) t = &r->tests[k];
+  if (q->is_baseline) snprintf(c->sig, sizeof c->sig, "baseline");
+  else if (q->is_control) snprintf(c->sig, sizeof c->sig, "control (noise floor)");
+  else if (!t) snprintf(c->sig, sizeof c->sig, "no control run");
+  else if (!t->valid) snprintf(c->sig, sizeof c->sig, "no test (%zu seed%s)", t->t.n, t->t.n == 1 ? "" : "s");
+  else
+    snprintf(c->sig, sizeof c->sig, "p = %.3g, %s", t->t.p,
+             t->significant ? (t->t.mean_diff > 0 ? "above the floor" : "below the floor") : "not significant");
+}
+
+int rpt_max_seeds(const ufp4_report *r) {
+  int m = 0;
+  for (size_t i = 0; i < r->n_recipes; i++)
+    if (r->recipes[i].n_seeds > m) m = r->recipes[i].n_seeds;
+  return m;
+}

@@ -1,0 +1,17 @@
+/* Shared wording of report.md and report.html (not a public API). */
+#ifndef UFP4_REPORT_TEXT_H
+#define UFP4_REPORT_TEXT_H
+
+#include "analysis/report_internal.h"
+
+typedef struct {
+  char seeds[16], train[64], val[64], rel[64], gap[64], relgap[64], floor[64], sig[128];
+} rpt_cells;
+
+/* One sentence: the pair, metric, mean difference, t, df, p and the verdict at p < 0.05. */
+void rpt_test_sentence(const ufp4_report *r, const ufp4_report_test *t, char *out, size_t size);
+/* The summary-table cells of recipe i. */
+void rpt_recipe_cells(const ufp4_report *r, size_t i, rpt_cells *c);
+int rpt_max_seeds(const ufp4_report *r);
+
+#endif
