@@ -16,12 +16,16 @@ build: deps
 data: deps
 	@scripts/fetch_data.sh
 
-# The main job. Until training lands it is the bias report on outlier-heavy gaussian data,
-# without and with RHT16, and the compounding through a chain of quantized GEMMs.
-run: build
-	@$(BUILD)/ufp4 formats
-	@$(BUILD)/ufp4 bias --dist outliers --rows 4096 --cols 1024 --seed 1
-	@$(BUILD)/ufp4 bias --dist outliers --rows 1024 --cols 1024 --seed 1 --layers 8
+# The main job: the BF16-relative loss error of the paper's recipes on SOTU, a small model, two
+# seeds and the fp32 noise floor; under ten minutes on 2 cores (docs/RESULTS.md has longer runs).
+TOK := data/tok/bpe2048
+SHARDS := data/shards/sotu-bpe2048
+run: build data
+	@test -f $(TOK)/encoder.json || $(BUILD)/ufp4 tokenizer train --vocab 2048 --corpus data/raw/sotu --out $(TOK)
+	@test -f $(SHARDS)/train.tok || $(BUILD)/ufp4 prepare --corpus data/raw/sotu --tokenizer $(TOK) --out $(SHARDS)
+	@$(BUILD)/ufp4 compare --data $(SHARDS) --out reports/main --recipes bf16,e2m1,nvfp4,ufp4 --seeds 2 \
+	    --steps 180 --layers 2 --d-model 128 --heads 4 --ffn 384 --seq-len 128 --batch 8 --lr 2e-3 \
+	    --warmup 20 --eval-batches 8 --final-steps 40
 
 test: build data
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

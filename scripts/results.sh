@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Regenerates the runs behind docs/RESULTS.md (about an hour on 2 cores, docs/RESULTS.md gives the timings). Each step writes a
+# report folder under reports/results/; UFP4 overrides the binary, RESULTS the output folder.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ufp4="${UFP4:-build/ufp4}"
+out="${RESULTS:-reports/results}"
+tok=data/tok/bpe2048
+shards=data/shards/sotu-bpe2048
+[ -f $tok/encoder.json ] || "$ufp4" tokenizer train --vocab 2048 --corpus data/raw/sotu --out $tok
+[ -f $shards/train.tok ] || "$ufp4" prepare --corpus data/raw/sotu --tokenizer $tok --out $shards
+model=(--layers 4 --d-model 128 --heads 4 --ffn 384 --seq-len 128 --batch 8 --lr 2e-3 --warmup 40 --eval-batches 16)
+small=(--layers 2 --d-model 128 --heads 4 --ffn 384 --seq-len 128 --batch 8 --lr 2e-3 --warmup 20 --eval-batches 16)
+
+# 1. The comparison: 3 seeds, bf16 baseline, fp32 control.
+"$ufp4" compare --data $shards --out "$out/compare" --recipes bf16,e2m1,nvfp4,ufp4 --seeds 3 \
+  --steps 400 --final-steps 100 "${model[@]}" --no-progress
+# 2. Ablations (the paper's Table 2 grid), 2 seeds each.
+"$ufp4" compare --data $shards --out "$out/ablation-rht" --recipes e2m1,ufp4 --ablation rht-scope --seeds 2 \
+  --steps 200 --final-steps 50 "${small[@]}" --no-progress
+"$ufp4" compare --data $shards --out "$out/ablation-sr" --recipes e2m1,ufp4 --ablation sr-scope --seeds 2 \
+  --steps 200 --final-steps 50 "${small[@]}" --no-progress
+# 3. A scaling sweep over three sizes.
+"$ufp4" sweep --data $shards --out "$out/sweep" --sizes 2x64,2x128,4x128 --recipes bf16,e2m1,ufp4 \
+  --steps 300 --seq-len 128 --batch 8 --lr 2e-3 --warmup 40 --eval-batches 16 --no-progress
