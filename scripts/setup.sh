@@ -3,7 +3,7 @@
 # otherwise it prints the exact command to run.
 set -euo pipefail
 packages=(build-essential cmake pkg-config libcmocka-dev libcjson-dev libopenblas-openmp-dev
-          gnuplot-nox python3-numpy bible-kjv bible-kjv-text)
+          gnuplot-nox python3-numpy python3-torch bible-kjv bible-kjv-text)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
