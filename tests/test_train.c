@@ -239,6 +239,51 @@ static void test_diagnostics(void **state) {
   ufp4_remove_tree(b);
 }
 
+/* A learning rate that overflows the weights makes the loss non-finite: the skip policy drops those
+ * updates and finishes; the stop policy ends the run with a message and keeps the checkpoint it had. */
+static void test_nan_policy(void **state) {
+  (void)state;
+  char dir[] = "/tmp/ufp4_nan_XXXXXX";
+  assert_non_null(mkdtemp(dir));
+  int B = 4;
+  ufp4_data_source src = {synth_batch, &B, NULL, NULL};
+  ufp4_train_result r;
+  ufp4_train_config c = tiny(dir, "fp32", 12);
+  c.optim.lr = 1e30;
+  c.optim.min_lr = 1e30;
+  c.optim.warmup_steps = 0;
+  c.optim.grad_clip = 0;
+  c.optim.weight_decay = 0;
+  c.nan_policy = UFP4_NAN_SKIP;
+  assert_int_equal(ufp4_train(&c, &src, 0, &r), 0);
+  assert_int_equal(r.steps_done, 12);
+  assert_true(r.skipped_steps > 0);
+  char p[256];
+  snprintf(p, sizeof p, "%s/metrics.jsonl", dir);
+  char *text = read_text(p);
+  assert_non_null(strstr(text, "\"loss\":null")); /* JSON has no NaN: written as null */
+  assert_non_null(strstr(text, "\"skipped\":true"));
+  free(text);
+  ufp4_remove_tree(dir);
+
+  assert_non_null(mkdtemp(strcpy(dir, "/tmp/ufp4_nan_XXXXXX")));
+  c = tiny(dir, "fp32", 2);
+  c.ckpt_every = 1;
+  assert_int_equal(ufp4_train(&c, &src, 0, &r), 0); /* a sane run leaves checkpoint 2 */
+  c.steps = 12;
+  c.optim.lr = c.optim.min_lr = 1e30;
+  c.optim.grad_clip = 0;
+  c.nan_policy = UFP4_NAN_STOP;
+  c.ckpt_every = 0;
+  int rc = ufp4_train(&c, &src, 1, &r);
+  assert_int_equal(rc, UFP4_EINVAL);
+  assert_non_null(strstr(ufp4_last_error(), "not finite"));
+  ufp4_model_config mc;
+  snprintf(p, sizeof p, "%s/ckpt/step_00000002", dir);
+  assert_int_equal(ufp4_checkpoint_config(p, &mc), 0);
+  ufp4_remove_tree(dir);
+}
+
 static void test_bad_config_file(void **state) {
   (void)state;
   char path[] = "/tmp/ufp4_cfg_XXXXXX";
@@ -260,6 +305,7 @@ int main(void) {
       cmocka_unit_test(test_resume_is_bit_exact),
       cmocka_unit_test(test_run_folder),
       cmocka_unit_test(test_diagnostics),
+      cmocka_unit_test(test_nan_policy),
       cmocka_unit_test(test_bad_config_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
