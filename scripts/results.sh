@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerates the runs behind docs/RESULTS.md: `scripts/results.sh [compare|ablation|sweep]...`
-# (all three by default; about an hour on 2 cores). Each part writes a report folder under
+# (all three by default; 30-60 minutes on 2 cores). Each part writes a report folder under
 # reports/results/; UFP4 overrides the binary, RESULTS the output folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -10,20 +10,19 @@ tok=data/tok/bpe2048
 shards=data/shards/sotu-bpe2048
 [ -f $tok/encoder.json ] || "$ufp4" tokenizer train --vocab 2048 --corpus data/raw/sotu --out $tok
 [ -f $shards/train.tok ] || "$ufp4" prepare --corpus data/raw/sotu --tokenizer $tok --out $shards
-model=(--layers 4 --d-model 128 --heads 4 --ffn 384 --seq-len 128 --batch 8 --lr 2e-3 --warmup 40 --eval-batches 16)
-small=(--layers 2 --d-model 128 --heads 4 --ffn 384 --seq-len 128 --batch 8 --lr 2e-3 --warmup 20 --eval-batches 16)
+model=(--layers 2 --d-model 128 --heads 4 --ffn 384 --seq-len 128 --batch 8 --lr 2e-3 --warmup 20 --eval-batches 16)
 parts=("$@")
 [ ${#parts[@]} -gt 0 ] || parts=(compare ablation sweep)
 for part in "${parts[@]}"; do
   case "$part" in
   compare) # The comparison: 3 seeds, bf16 baseline, fp32 control.
     "$ufp4" compare --data $shards --out "$out/compare" --recipes bf16,e2m1,nvfp4,ufp4 --seeds 3 \
-      --steps 400 --final-steps 100 "${model[@]}" --no-progress ;;
+      --steps 300 --final-steps 75 "${model[@]}" --no-progress ;;
   ablation) # The paper's Table 2 grid: RHT scope and SR scope, 2 seeds each.
     "$ufp4" compare --data $shards --out "$out/ablation-rht" --recipes e2m1,ufp4 --ablation rht-scope --seeds 2 \
-      --steps 150 --final-steps 40 "${small[@]}" --no-progress
+      --steps 150 --final-steps 40 "${model[@]}" --no-progress
     "$ufp4" compare --data $shards --out "$out/ablation-sr" --recipes e2m1,ufp4 --ablation sr-scope --seeds 2 \
-      --steps 150 --final-steps 40 "${small[@]}" --no-progress ;;
+      --steps 150 --final-steps 40 "${model[@]}" --no-progress ;;
   sweep) # A scaling sweep over three sizes.
     "$ufp4" sweep --data $shards --out "$out/sweep" --sizes 2x64,2x128,4x128 --recipes bf16,e2m1,ufp4 \
       --steps 200 --seq-len 128 --batch 8 --lr 2e-3 --warmup 20 --eval-batches 16 --no-progress ;;
