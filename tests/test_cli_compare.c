@@ -13,26 +13,14 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+#include "cli_fixture.h"
 #include "ufp4/fileio.h"
 
 static char work[] = "/tmp/ufp4_clicmp_XXXXXX";
 static const char *cli;
 static char out[1 << 18];
 
-static int run(const char *fmt, ...) {
-  char cmd[8192], full[8400];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  snprintf(full, sizeof full, "%s 2>&1", cmd);
-  FILE *p = popen(full, "r");
-  assert_non_null(p);
-  size_t n = fread(out, 1, sizeof out - 1, p);
-  out[n] = '\0';
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#define run(...) cli_run(out, sizeof out, __VA_ARGS__)
 
 static cJSON *load_json(const char *fmt, const char *arg) {
   char path[4096], *text;
@@ -54,17 +42,7 @@ static int exists(const char *fmt, const char *arg) {
 
 static int setup(void **state) {
   (void)state;
-  cli = getenv("UFP4_CLI");
-  const char *src = getenv("UFP4_SOURCE_DIR");
-  char corpus[4096];
-  snprintf(corpus, sizeof corpus, "%s/data/raw/sotu", src ? src : ".");
-  struct stat st;
-  if (!cli || stat(corpus, &st)) {
-    fprintf(stderr, "skipped: needs UFP4_CLI and the SOTU corpus in %s (make test fetches it)\n", corpus);
-    exit(77);
-  }
-  if (!mkdtemp(work)) return -1;
-  return run("%s prepare --corpus %s --tokenizer bytes --out %s/data", cli, corpus, work) ? -1 : 0;
+  return cli_fixture_setup(work, &cli);
 }
 
 static int teardown(void **state) {

@@ -13,42 +13,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli_fixture.h"
 #include "ufp4/fileio.h"
 
 static char work[] = "/tmp/ufp4_clitrain_XXXXXX";
 static const char *cli;
 
-/* Runs a shell command, returns its exit status and stdout+stderr in out. */
-static int run(char *out, size_t size, const char *fmt, ...) {
-  char cmd[8192];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  char full[8400];
-  snprintf(full, sizeof full, "%s 2>&1", cmd);
-  FILE *p = popen(full, "r");
-  assert_non_null(p);
-  size_t n = fread(out, 1, size - 1, p);
-  out[n] = '\0';
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
+#define run cli_run
 
 static int setup(void **state) {
   (void)state;
-  cli = getenv("UFP4_CLI");
-  const char *src = getenv("UFP4_SOURCE_DIR");
-  char corpus[4096];
-  snprintf(corpus, sizeof corpus, "%s/data/raw/sotu", src ? src : ".");
-  struct stat st;
-  if (!cli || stat(corpus, &st)) {
-    fprintf(stderr, "skipped: needs UFP4_CLI and the SOTU corpus in %s (make test fetches it)\n", corpus);
-    exit(77);
-  }
-  if (!mkdtemp(work)) return -1;
-  static char out[1 << 16];
-  return run(out, sizeof out, "%s prepare --corpus %s --tokenizer bytes --out %s/data", cli, corpus, work) ? -1 : 0;
+  return cli_fixture_setup(work, &cli);
 }
 
 static int teardown(void **state) {
