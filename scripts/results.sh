@@ -19,13 +19,13 @@ for part in "${parts[@]}"; do
     "$ufp4" compare --data $shards --out "$out/compare" --recipes bf16,e2m1,nvfp4,ufp4 --seeds 3 \
       --steps 300 --final-steps 75 "${model[@]}" --no-progress ;;
   ablation) # The paper's Table 2 grid: RHT scope and SR scope, 2 seeds each.
-    "$ufp4" compare --data $shards --out "$out/ablation-rht" --recipes e2m1,ufp4 --ablation rht-scope --seeds 2 \
-      --steps 150 --final-steps 40 "${model[@]}" --no-progress
-    "$ufp4" compare --data $shards --out "$out/ablation-sr" --recipes e2m1,ufp4 --ablation sr-scope --seeds 2 \
-      --steps 150 --final-steps 40 "${model[@]}" --no-progress ;;
+    "$ufp4" compare --data $shards --out "$out/ablation-rht" --recipes e2m1,ufp4 --ablation rht-scope --seeds 2 --no-control \
+      --steps 100 --final-steps 25 "${model[@]}" --no-progress
+    "$ufp4" compare --data $shards --out "$out/ablation-sr" --recipes e2m1,ufp4 --ablation sr-scope --seeds 2 --no-control \
+      --steps 100 --final-steps 25 "${model[@]}" --no-progress ;;
   sweep) # A scaling sweep over three sizes.
     "$ufp4" sweep --data $shards --out "$out/sweep" --sizes 2x64,2x128,4x128 --recipes bf16,e2m1,ufp4 \
-      --steps 200 --seq-len 128 --batch 8 --lr 2e-3 --warmup 20 --eval-batches 16 --no-progress ;;
+      --steps 150 --seq-len 128 --batch 8 --lr 2e-3 --warmup 20 --eval-batches 16 --no-progress ;;
   *) echo "results.sh: unknown part '$part' (compare, ablation, sweep)" >&2; exit 2 ;;
   esac
 done
