@@ -21,7 +21,7 @@ for part in "${parts[@]}"; do
   ablation) # The paper's Table 2 grid: RHT scope and SR scope, 2 seeds each.
     "$ufp4" compare --data $shards --out "$out/ablation-rht" --recipes e2m1,ufp4 --ablation rht-scope --seeds 2 --no-control \
       --steps 100 --final-steps 25 "${model[@]}" --no-progress
-    "$ufp4" compare --data $shards --out "$out/ablation-sr" --recipes e2m1,ufp4 --ablation sr-scope --seeds 2 --no-control \
+    "$ufp4" compare --data $shards --out "$out/ablation-sr" --recipes ufp4 --ablation sr-scope --seeds 2 --no-control \
       --steps 100 --final-steps 25 "${model[@]}" --no-progress ;;
   sweep) # A scaling sweep over three sizes.
     "$ufp4" sweep --data $shards --out "$out/sweep" --sizes 2x64,2x128,4x128 --recipes bf16,e2m1,ufp4 \
