@@ -70,12 +70,14 @@ int ufp4_rope_backward(float *dx, const float *dout, const float *cos_tab, const
  *   s_j = (q_t . k_j) / sqrt(D) for j <= t;  p = softmax(s) (max subtracted, sum in double);
  *   out_t = sum_{j<=t} p_j v_j.
  * att [B,H,T,T] receives p (row t, column j), with zeros for the masked j > t; backward reads it.
- * OpenMP over (b, h, t) rows.
+ * OpenMP over (b, h) tasks; the products are single-threaded OpenBLAS GEMMs over row blocks that
+ * skip the masked triangle.
  * Backward: with dp_j = dout_t . v_j and ds_j = p_j (dp_j - sum_i p_i dp_i) / sqrt(D):
  *   dq_t += sum_j ds_j k_j,  dk_j += sum_t ds_j q_t,  dv_j += sum_t p_j dout_t.
  * One thread owns one (b, kv head) and runs its H/KVH query heads in order, so the dk/dv sums over
  * the heads of a group are deterministic. scratch: ufp4_attention_scratch_floats(B, T, KVH) floats
- * (one score row per (b, kv head)), contents ignored and clobbered. */
+ * (one score row per (b, kv head), used only when T > 16384; shorter rows use a stack block),
+ * contents ignored and clobbered. */
 int ufp4_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
                            int B, int T, int H, int KVH, int D);
 size_t ufp4_attention_scratch_floats(int B, int T, int KVH);

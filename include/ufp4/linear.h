@@ -9,8 +9,11 @@
  * transposed first. Each prepared operand is then rounded to bf16, or fake-quantized to 4 bits (with
  * the GEMM's RHT when the recipe asks for it, the same signs on both operands so that the rotation
  * cancels in the product), and the product is an fp32 SGEMM (gemm.h, deterministic at any thread count). Under the fp32 precision the
- * same operand preparation runs without rounding, which makes a disabled recipe bit-identical to
- * the plain fp32 layer.
+ * operands are not copied at all: each GEMM runs in its natural orientation (gemm.h's abt, ab, atb),
+ * which makes a disabled recipe bit-identical to the plain fp32 layer by construction. A bf16
+ * operand is rounded while it is copied or transposed, and a 4-bit operand that needs no
+ * transpose is quantized straight from its source (out of place), so only the transposed 4-bit
+ * operands pay for a separate copy.
  *
  * Stochastic rounding streams: operand op of a layer uses stream (ctx->stream_base << 3) + op, so
  * the bits depend on (seed, layer, step, rank) through stream_base and never on threads. */
@@ -36,6 +39,13 @@ typedef struct {
   void *ud;
 } ufp4_linear_probe;
 
+/* Seconds spent inside the layer, accumulated when ufp4_linear_ctx.times is set (benchmarks):
+ * operand preparation (copy or transpose, bf16 rounding, prescale, RHT, fake quantization) and the
+ * SGEMM itself. Timing reads the clock only; it never changes a result. */
+typedef struct {
+  double prepare, gemm;
+} ufp4_linear_times;
+
 typedef struct {
   const ufp4_recipe *recipe;
   int high_precision;     /* 1: run this layer in fp32 whatever the recipe (kept blocks) */
@@ -44,6 +54,7 @@ typedef struct {
   const float *rht_signs; /* recipe->rht_n signs */
   const ufp4_linear_probe *probe; /* NULL: no diagnostics */
   int layer, proj;                /* identify the layer to the probe */
+  ufp4_linear_times *times;       /* NULL: not timed */
 } ufp4_linear_ctx;
 
 /* Floats of scratch the layer needs for these shapes (two prepared operands). */
@@ -54,6 +65,13 @@ int ufp4_linear_forward(const ufp4_linear_ctx *ctx, const float *X, const float 
 /* dX may be NULL (no input gradient needed). Both dX and dW accumulate. */
 int ufp4_linear_backward(const ufp4_linear_ctx *ctx, const float *dY, const float *X, const float *W,
                          float *dX, float *dW, size_t n, size_t in, size_t out, float *scratch);
+
+/* The two GEMMs of backward on their own (backward is dgrad, when dX is not NULL, then wgrad):
+ * dX [n, in] += dY W (Dgrad) and dW [out, in] += dY^T X (Wgrad). */
+int ufp4_linear_dgrad(const ufp4_linear_ctx *ctx, const float *dY, const float *W, float *dX, size_t n, size_t in,
+                      size_t out, float *scratch);
+int ufp4_linear_wgrad(const ufp4_linear_ctx *ctx, const float *dY, const float *X, float *dW, size_t n, size_t in,
+                      size_t out, float *scratch);
 
 /* Out-of-place transpose: dst [cols, rows] = src [rows, cols]^T. */
 void ufp4_transpose(const float *src, float *dst, size_t rows, size_t cols);

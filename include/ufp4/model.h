@@ -95,6 +95,27 @@ const float *ufp4_model_logits(const ufp4_model *m);
  * embeddings (for drift analysis). */
 const float *ufp4_model_residual(const ufp4_model *m, int layer);
 
+/* Bytes of the activations kept by forward for backward (residual stream, per-layer buffers,
+ * attention probabilities, final norm, logits, per-row loss terms) at the allocated batch: the
+ * model's one activation allocation. Scratch (linear-layer operands, activation gradients) is
+ * ufp4_model_scratch_bytes. */
+size_t ufp4_model_activation_bytes(const ufp4_model *m);
+size_t ufp4_model_scratch_bytes(const ufp4_model *m);
+
+/* Phase timers for benchmarks, in seconds accumulated since the last reset. Off by default;
+ * when on, the model reads CLOCK_MONOTONIC around its phases and changes no result.
+ *   forward, backward        the whole ufp4_model_forward / ufp4_model_backward
+ *   linear_prepare           block projections: operand copy/transpose, rounding, RHT, quantization
+ *   linear_gemm              block projections: the SGEMMs
+ *   attention                attention core, forward and backward
+ *   head                     final norm, lm_head GEMMs and cross-entropy, forward and backward */
+typedef struct {
+  double forward, backward, linear_prepare, linear_gemm, attention, head;
+} ufp4_model_times;
+void ufp4_model_set_timing(ufp4_model *m, int on);
+void ufp4_model_phase_times(const ufp4_model *m, ufp4_model_times *out);
+void ufp4_model_reset_phase_times(ufp4_model *m);
+
 #ifdef __cplusplus
 }
 #endif

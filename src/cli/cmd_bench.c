@@ -1,26 +1,45 @@
-/* ufp4 bench: performance measurements. `ufp4 bench` alone runs `quant`. */
+/* ufp4 bench: performance measurements. `ufp4 bench` alone runs `quant` then `train`. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_gemm.h"
 #include "bench_quant.h"
+#include "bench_train.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "ufp4/ufp4.h"
 
+enum { B_QUANT = 1, B_GEMM = 2, B_TRAIN = 4 };
+
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: ufp4 bench [quant] [options]\n\n"
+          "usage: ufp4 bench [quant|gemm|train] [options]\n\n"
+          "With no bench named, runs quant then train. Every figure is a median of repeated timed runs after\n"
+          "untimed warm-up; the thread count is OpenMP's (OMP_NUM_THREADS).\n\n"
           "benches:\n"
-          "  quant   (default) ufp4_fake_quant throughput in G elements/s for e2m1, e1m2, int4 x fp32,\n"
-          "          nvfp4, e8m0-rceil scales (1x16 blocks, RNE) at each thread count; fused RHT16 +\n"
-          "          quantize vs quantize alone; and the ratio to a memcpy of the same bytes.\n"
-          "          Each figure is the median of --reps timed calls after one warm-up call.\n\n"
-          "options of quant:\n"
-          "  --rows R --cols C   tensor shape (default 4096 x 1024; cols a multiple of 16)\n"
-          "  --reps N            timed repetitions (default 7)\n"
-          "  --threads LIST      comma-separated thread counts (default 1 and the OpenMP maximum)\n"
-          "  --json FILE         also write every figure to FILE as JSON\n");
+          "  quant   ufp4_fake_quant throughput in G elements/s for e2m1, e1m2, int4 x fp32, nvfp4,\n"
+          "          e8m0-rceil scales (1x16 blocks, RNE) at each thread count; fused RHT16 + quantize vs\n"
+          "          quantize alone; and the ratio to a memcpy of the same bytes.\n"
+          "  gemm    the three GEMMs of a linear layer (Fprop, Dgrad, Wgrad) under bf16, e2m1, nvfp4, ufp4\n"
+          "          (both operands quantized along K, then the product) vs ufp4_sgemm_abt of the same\n"
+          "          m x n x k, for layers 1024x768x3072 and 2048x2048x2048; and raw multi-threaded\n"
+          "          cblas_sgemm in GFLOP/s.\n"
+          "  train   tokens/s of a full training step (forward, backward, AdamW) for fp32, bf16, e2m1,\n"
+          "          nvfp4, ufp4 on llm.c's config (L=6 d=384 6 heads ffn 1536 vocab 50257, B=4 T=256) and\n"
+          "          a vocab-4096 config, with a per-phase breakdown and each run's peak RSS (in a fresh\n"
+          "          process) against params + grads + AdamW state + activations.\n\n"
+          "options:\n"
+          "  --json FILE         write every figure as JSON (with no bench named: FILE-quant.json and\n"
+          "                      FILE-train.json, FILE's .json suffix dropped first)\n"
+          "  --reps N            quant, gemm: timed repetitions (default quant 7, gemm 5)\n"
+          "  --rows R --cols C   quant: tensor shape (default 4096 x 1024; cols a multiple of 16)\n"
+          "  --threads LIST      quant: comma-separated thread counts (default 1 and the OpenMP maximum)\n"
+          "  --steps N           train: timed steps (default 5)\n"
+          "  --warmup N          train: untimed steps first (default 1)\n"
+          "  --config WHICH      train: llmc, small or both (default both)\n"
+          "  --recipes LIST      train: comma-separated recipes (default fp32,bf16,e2m1,nvfp4,ufp4)\n"
+          "  --no-rss            train: measure in this process (no fork, no peak RSS)\n");
 }
 
 static int parse_threads(const char *s, ufp4_bench_quant_opts *o) {
@@ -47,49 +66,47 @@ static int parse_threads(const char *s, ufp4_bench_quant_opts *o) {
   return 0;
 }
 
-static int bench_quant_main(int argc, char **argv, int first) {
-  ufp4_bench_quant_opts o;
-  memset(&o, 0, sizeof o);
-  o.rows = 4096;
-  o.cols = 1024;
-  o.reps = 7;
-  int maxt = ufp4_get_threads();
-  o.threads[o.n_threads++] = 1;
-  if (maxt > 1) o.threads[o.n_threads++] = maxt;
-  for (int i = first; i < argc; i++) {
-    const char *v = NULL;
-    int r;
-    long l;
-    if ((r = cli_value(argc, argv, &i, "--rows", &v))) {
-      if (r < 0 || cli_parse_size("bench", "--rows", v, 1, (size_t)1 << 20, &o.rows)) return 2;
-    } else if ((r = cli_value(argc, argv, &i, "--cols", &v))) {
-      if (r < 0 || cli_parse_size("bench", "--cols", v, 16, (size_t)1 << 20, &o.cols)) return 2;
-      if (o.cols % 16) {
-        fprintf(stderr, "ufp4 bench: --cols: %zu is not a multiple of 16\n", o.cols);
-        return 2;
-      }
-    } else if ((r = cli_value(argc, argv, &i, "--reps", &v))) {
-      if (r < 0 || cli_parse_long("bench", "--reps", v, 1, 100000, &l)) return 2;
-      o.reps = (int)l;
-    } else if ((r = cli_value(argc, argv, &i, "--threads", &v))) {
-      if (r < 0 || parse_threads(v, &o)) return 2;
-    } else if ((r = cli_value(argc, argv, &i, "--json", &v))) {
-      if (r < 0) return 2;
-      o.json_path = v;
-    } else {
-      fprintf(stderr, "ufp4 bench quant: unknown option '%s' (ufp4 bench --help)\n", argv[i]);
-      return 2;
+/* Splits a comma-separated recipe list into buf (kept alive by the caller). */
+static int parse_recipes(const char *s, char *buf, size_t size, ufp4_bench_train_opts *o) {
+  if (strlen(s) >= size) {
+    fprintf(stderr, "ufp4 bench: --recipes: list too long\n");
+    return -1;
+  }
+  strcpy(buf, s);
+  o->n_recipes = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    ufp4_recipe r;
+    if (o->n_recipes == UFP4_BENCH_MAX_RECIPES) {
+      fprintf(stderr, "ufp4 bench: --recipes: at most %d entries\n", UFP4_BENCH_MAX_RECIPES);
+      return -1;
     }
+    if (ufp4_recipe_parse(tok, &r)) {
+      fprintf(stderr, "ufp4 bench: --recipes: %s\n", ufp4_last_error());
+      return -1;
+    }
+    o->recipes[o->n_recipes++] = tok;
   }
-  if (o.rows > ((size_t)1 << 30) / o.cols) {
-    fprintf(stderr, "ufp4 bench: %zu x %zu is too large (at most 2^30 elements)\n", o.rows, o.cols);
-    return 2;
-  }
-  if (ufp4_bench_quant(&o, stdout) != 0) {
-    fprintf(stderr, "ufp4 bench quant: %s\n", ufp4_last_error());
-    return 1;
+  if (o->n_recipes == 0) {
+    fprintf(stderr, "ufp4 bench: --recipes: empty list\n");
+    return -1;
   }
   return 0;
+}
+
+/* The option applies to one of the benches being run, or it is a usage error. */
+static int applies(int run, int to, const char *opt) {
+  if (run & to) return 1;
+  fprintf(stderr, "ufp4 bench: %s is not an option of the bench(es) being run (ufp4 bench --help)\n", opt);
+  return 0;
+}
+
+/* FILE-<bench>.json for the combined run. */
+static char *json_for(const char *base, const char *bench) {
+  size_t n = strlen(base);
+  if (n > 5 && !strcmp(base + n - 5, ".json")) n -= 5;
+  char *p = malloc(n + strlen(bench) + 7);
+  if (p) sprintf(p, "%.*s-%s.json", (int)n, base, bench);
+  return p;
 }
 
 int ufp4_cmd_bench(int argc, char **argv) {
@@ -97,8 +114,122 @@ int ufp4_cmd_bench(int argc, char **argv) {
     usage(stdout);
     return 0;
   }
-  if (argc < 2 || argv[1][0] == '-') return bench_quant_main(argc, argv, 1);
-  if (!strcmp(argv[1], "quant")) return bench_quant_main(argc, argv, 2);
-  fprintf(stderr, "ufp4 bench: '%s' is not a bench (ufp4 bench --help)\n", argv[1]);
-  return 2;
+  int run, first = 2;
+  if (argc < 2 || argv[1][0] == '-') run = B_QUANT | B_TRAIN, first = 1;
+  else if (!strcmp(argv[1], "quant")) run = B_QUANT;
+  else if (!strcmp(argv[1], "gemm")) run = B_GEMM;
+  else if (!strcmp(argv[1], "train")) run = B_TRAIN;
+  else if (!strcmp(argv[1], "train-child")) return ufp4_bench_train_child(argc - 1, argv + 1);
+  else {
+    fprintf(stderr, "ufp4 bench: '%s' is not a bench (ufp4 bench --help)\n", argv[1]);
+    return 2;
+  }
+  ufp4_bench_quant_opts q;
+  memset(&q, 0, sizeof q);
+  q.rows = 4096;
+  q.cols = 1024;
+  q.reps = 7;
+  int maxt = ufp4_get_threads();
+  q.threads[q.n_threads++] = 1;
+  if (maxt > 1) q.threads[q.n_threads++] = maxt;
+  ufp4_bench_gemm_opts g = {.reps = 5, .json_path = NULL};
+  ufp4_bench_train_opts t;
+  memset(&t, 0, sizeof t);
+  t.steps = 5;
+  t.warmup = 1;
+  t.configs = 3;
+  t.rss = 1;
+  static const char *const default_recipes[] = {"fp32", "bf16", "e2m1", "nvfp4", "ufp4"};
+  for (int i = 0; i < 5; i++) t.recipes[t.n_recipes++] = default_recipes[i];
+  char recipe_buf[1024];
+  const char *json = NULL;
+  for (int i = first; i < argc; i++) {
+    const char *v = NULL;
+    int r;
+    long l;
+    if ((r = cli_value(argc, argv, &i, "--rows", &v))) {
+      if (r < 0 || !applies(run, B_QUANT, "--rows") || cli_parse_size("bench", "--rows", v, 1, (size_t)1 << 20, &q.rows))
+        return 2;
+    } else if ((r = cli_value(argc, argv, &i, "--cols", &v))) {
+      if (r < 0 || !applies(run, B_QUANT, "--cols") || cli_parse_size("bench", "--cols", v, 16, (size_t)1 << 20, &q.cols))
+        return 2;
+      if (q.cols % 16) {
+        fprintf(stderr, "ufp4 bench: --cols: %zu is not a multiple of 16\n", q.cols);
+        return 2;
+      }
+    } else if ((r = cli_value(argc, argv, &i, "--reps", &v))) {
+      if (r < 0 || !applies(run, B_QUANT | B_GEMM, "--reps") || cli_parse_long("bench", "--reps", v, 1, 100000, &l))
+        return 2;
+      q.reps = g.reps = (int)l;
+    } else if ((r = cli_value(argc, argv, &i, "--threads", &v))) {
+      if (r < 0 || !applies(run, B_QUANT, "--threads") || parse_threads(v, &q)) return 2;
+    } else if ((r = cli_value(argc, argv, &i, "--steps", &v))) {
+      if (r < 0 || !applies(run, B_TRAIN, "--steps") || cli_parse_long("bench", "--steps", v, 1, 10000, &l)) return 2;
+      t.steps = (int)l;
+    } else if ((r = cli_value(argc, argv, &i, "--warmup", &v))) {
+      if (r < 0 || !applies(run, B_TRAIN, "--warmup") || cli_parse_long("bench", "--warmup", v, 0, 10000, &l))
+        return 2;
+      t.warmup = (int)l;
+    } else if ((r = cli_value(argc, argv, &i, "--config", &v))) {
+      if (r < 0 || !applies(run, B_TRAIN, "--config")) return 2;
+      if (!strcmp(v, "llmc")) t.configs = 1;
+      else if (!strcmp(v, "small")) t.configs = 2;
+      else if (!strcmp(v, "both")) t.configs = 3;
+      else {
+        fprintf(stderr, "ufp4 bench: --config: '%s' is not llmc, small or both\n", v);
+        return 2;
+      }
+    } else if ((r = cli_value(argc, argv, &i, "--recipes", &v))) {
+      if (r < 0 || !applies(run, B_TRAIN, "--recipes") || parse_recipes(v, recipe_buf, sizeof recipe_buf, &t)) return 2;
+    } else if (!strcmp(argv[i], "--no-rss")) {
+      if (!applies(run, B_TRAIN, "--no-rss")) return 2;
+      t.rss = 0;
+    } else if ((r = cli_value(argc, argv, &i, "--json", &v))) {
+      if (r < 0) return 2;
+      json = v;
+    } else {
+      fprintf(stderr, "ufp4 bench: unknown option '%s' (ufp4 bench --help)\n", argv[i]);
+      return 2;
+    }
+  }
+  if ((run & B_QUANT) && q.rows > ((size_t)1 << 30) / q.cols) {
+    fprintf(stderr, "ufp4 bench: %zu x %zu is too large (at most 2^30 elements)\n", q.rows, q.cols);
+    return 2;
+  }
+  const int combined = run == (B_QUANT | B_TRAIN);
+  char *jq = NULL, *jt = NULL;
+  if (json && combined) {
+    jq = json_for(json, "quant");
+    jt = json_for(json, "train");
+    if (!jq || !jt) {
+      free(jq);
+      free(jt);
+      fprintf(stderr, "ufp4 bench: out of memory\n");
+      return 1;
+    }
+  }
+  q.json_path = combined ? jq : json;
+  g.json_path = json;
+  t.json_path = combined ? jt : json;
+  int status = 0;
+  if ((run & B_QUANT) && ufp4_bench_quant(&q, stdout) != 0) {
+    fprintf(stderr, "ufp4 bench quant: %s\n", ufp4_last_error());
+    status = 1;
+  }
+  if (!status && (run & B_GEMM) && ufp4_bench_gemm(&g, stdout) != 0) {
+    fprintf(stderr, "ufp4 bench gemm: %s\n", ufp4_last_error());
+    status = 1;
+  }
+  if (!status && (run & B_TRAIN)) {
+    if (combined) printf("\n");
+    if (ufp4_bench_train(&t, "/proc/self/exe", stdout) != 0) {
+      fprintf(stderr, "ufp4 bench train: %s\n", ufp4_last_error());
+      status = 1;
+    } else if (t.json_path) {
+      printf("wrote %s\n", t.json_path);
+    }
+  }
+  free(jq);
+  free(jt);
+  return status;
 }

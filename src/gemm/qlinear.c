@@ -1,6 +1,8 @@
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "gemm/transpose_internal.h"
 #include "ufp4/error.h"
 #include "ufp4/gemm.h"
 #include "ufp4/linear.h"
@@ -17,22 +19,21 @@ static ufp4_precision layer_precision(const ufp4_linear_ctx *ctx) {
   return ctx->high_precision ? UFP4_PREC_FP32 : ctx->recipe->precision;
 }
 
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* Writes operand `op` (rows x cols after the optional transpose of src) into dst, rounded as the
- * recipe says. */
+ * recipe says (bf16 or 4-bit; never called under fp32). */
 static int prepare(const ufp4_linear_ctx *ctx, ufp4_operand op, const float *src, int transpose, size_t rows,
                    size_t cols, float *dst) {
   size_t n = rows * cols;
-  if (transpose) ufp4_transpose(src, dst, cols, rows);
-  else memcpy(dst, src, n * sizeof *dst);
-  switch (layer_precision(ctx)) {
-  case UFP4_PREC_FP32:
+  if (layer_precision(ctx) == UFP4_PREC_BF16) {
+    if (transpose) ufp4_transpose_round_bf16(src, dst, cols, rows);
+    else ufp4_round_bf16_copy(src, dst, n);
     return 0;
-  case UFP4_PREC_BF16:
-#pragma omp parallel for schedule(static) if (n > 65536)
-    for (size_t i = 0; i < n; i++) dst[i] = ufp4_round_bf16(dst[i]);
-    return 0;
-  case UFP4_PREC_FP4:
-    break;
   }
   const ufp4_recipe *r = ctx->recipe;
   ufp4_qformat f = ufp4_recipe_operand_format(r, op);
@@ -40,10 +41,20 @@ static int prepare(const ufp4_linear_ctx *ctx, ufp4_operand op, const float *src
   f.stream = (ctx->stream_base << 3) + (uint64_t)op;
   f.rht_signs = ctx->rht_signs;
   float pre = (ufp4_round_is_stochastic(f.round) && r->sr_prescale != 1.0f) ? r->sr_prescale : 1.0f;
-  if (pre != 1.0f)
-    for (size_t i = 0; i < n; i++) dst[i] *= pre;
-  if (ctx->probe && ctx->probe->operand) ctx->probe->operand(ctx->probe->ud, ctx->layer, ctx->proj, op, dst, rows, cols, &f);
-  int rc = ufp4_fake_quant(&f, dst, dst, rows, cols);
+  const int probe = ctx->probe && ctx->probe->operand;
+  /* The quantizer is a pure function of its input, so quantizing src out of place gives the bits of
+   * copying first and quantizing in place; only a transpose, a prescale or the probe (which sees
+   * the operand before quantization) needs the copy. */
+  const float *qsrc = src;
+  if (transpose || pre != 1.0f || probe) {
+    if (transpose) ufp4_transpose(src, dst, cols, rows);
+    else memcpy(dst, src, n * sizeof *dst);
+    if (pre != 1.0f)
+      for (size_t i = 0; i < n; i++) dst[i] *= pre;
+    if (probe) ctx->probe->operand(ctx->probe->ud, ctx->layer, ctx->proj, op, dst, rows, cols, &f);
+    qsrc = dst;
+  }
+  int rc = ufp4_fake_quant(&f, qsrc, dst, rows, cols);
   if (rc) return rc;
   if (pre != 1.0f)
     for (size_t i = 0; i < n; i++) dst[i] /= pre;
@@ -77,13 +88,34 @@ static int probe_gemm(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, const float 
 static int gemm(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, ufp4_operand opa, const float *A, int ta,
                 ufp4_operand opb, const float *B, int tb, float *C, size_t m, size_t n2, size_t k, float beta,
                 float *scratch) {
+  const int timed = ctx->times != NULL;
+  double t0 = timed ? now_s() : 0.0, t1 = t0;
+  if (layer_precision(ctx) == UFP4_PREC_FP32 && !(ta && !tb)) {
+    /* No rounding: the stored operands feed the GEMM directly, in their natural orientation. */
+    if (!ta && !tb) ufp4_sgemm_abt(A, B, C, m, n2, k, beta);
+    else if (!ta) ufp4_sgemm_ab(A, B, C, m, n2, k, beta);
+    else ufp4_sgemm_atb(A, B, C, m, n2, k, beta);
+    if (timed) ctx->times->gemm += now_s() - t0;
+    return 0;
+  }
   float *a = scratch, *b = scratch + m * k;
   int rc;
-  if ((rc = prepare(ctx, opa, A, ta, m, k, a)) || (rc = prepare(ctx, opb, B, tb, n2, k, b))) return rc;
+  if (layer_precision(ctx) == UFP4_PREC_FP32) { /* A^T B^T: not an orientation gemm.h has */
+    ufp4_transpose(A, a, k, m);
+    memcpy(b, B, n2 * k * sizeof *b);
+  } else if ((rc = prepare(ctx, opa, A, ta, m, k, a)) || (rc = prepare(ctx, opb, B, tb, n2, k, b))) {
+    return rc;
+  }
   if (ctx->probe && ctx->probe->gemm && layer_precision(ctx) != UFP4_PREC_FP32 &&
       (rc = probe_gemm(ctx, g, A, ta, B, tb, m, n2, k, a, b)))
     return rc;
+  if (timed) t1 = now_s();
   ufp4_sgemm_abt(a, b, C, m, n2, k, beta);
+  if (timed) {
+    double t2 = now_s();
+    ctx->times->prepare += t1 - t0;
+    ctx->times->gemm += t2 - t1;
+  }
   return 0;
 }
 
@@ -92,10 +124,19 @@ int ufp4_linear_forward(const ufp4_linear_ctx *ctx, const float *X, const float 
   return gemm(ctx, UFP4_FPROP, UFP4_OP_FPROP_X, X, 0, UFP4_OP_FPROP_W, W, 0, Y, n, out, in, 0.0f, scratch);
 }
 
+int ufp4_linear_dgrad(const ufp4_linear_ctx *ctx, const float *dY, const float *W, float *dX, size_t n, size_t in,
+                      size_t out, float *scratch) {
+  return gemm(ctx, UFP4_DGRAD, UFP4_OP_DGRAD_DY, dY, 0, UFP4_OP_DGRAD_W, W, 1, dX, n, in, out, 1.0f, scratch);
+}
+
+int ufp4_linear_wgrad(const ufp4_linear_ctx *ctx, const float *dY, const float *X, float *dW, size_t n, size_t in,
+                      size_t out, float *scratch) {
+  return gemm(ctx, UFP4_WGRAD, UFP4_OP_WGRAD_DY, dY, 1, UFP4_OP_WGRAD_X, X, 1, dW, out, in, n, 1.0f, scratch);
+}
+
 int ufp4_linear_backward(const ufp4_linear_ctx *ctx, const float *dY, const float *X, const float *W,
                          float *dX, float *dW, size_t n, size_t in, size_t out, float *scratch) {
   int rc;
-  if (dX && (rc = gemm(ctx, UFP4_DGRAD, UFP4_OP_DGRAD_DY, dY, 0, UFP4_OP_DGRAD_W, W, 1, dX, n, in, out, 1.0f, scratch)))
-    return rc;
-  return gemm(ctx, UFP4_WGRAD, UFP4_OP_WGRAD_DY, dY, 1, UFP4_OP_WGRAD_X, X, 1, dW, out, in, n, 1.0f, scratch);
+  if (dX && (rc = ufp4_linear_dgrad(ctx, dY, W, dX, n, in, out, scratch))) return rc;
+  return ufp4_linear_wgrad(ctx, dY, X, dW, n, in, out, scratch);
 }

@@ -1,19 +1,71 @@
 #include <stddef.h>
+#include <emmintrin.h>
 
+#include "gemm/transpose_internal.h"
 #include "ufp4/linear.h"
+#include "ufp4/minifloat.h"
 
-/* Tiles keep both the read and the write side within a few cache lines. */
-#define TILE 32
+/* Tiles of 64 source rows x 16 source columns, moved as 4 x 4 SSE blocks (SSE is part of x86-64, no
+ * dispatch needed), four destination rows at a time, each written 64 floats (whole cache lines) in
+ * a row. Measured on 1024 x 3072 (a 4 KiB-multiple row length, where every row falls into the same
+ * cache set and stores alias loads 4 KiB apart): 2x faster than 16 x 16 tiles walked row-major,
+ * 4x faster than the scalar 32 x 32 tiles before. A transpose moves bits, so the order of the moves
+ * changes nothing in the result. */
+#define TILE_R 64
+#define TILE_C 16
 
-void ufp4_transpose(const float *src, float *dst, size_t rows, size_t cols) {
-  const long long row_tiles = (long long)((rows + TILE - 1) / TILE);
+/* ufp4_round_bf16 on 4 lanes, the same integer steps: RNE on the top 16 bits (a carry may reach the
+ * exponent, the largest finite may become Inf), a NaN keeps its top bits and is made quiet. */
+static inline __m128 bf16x4(__m128 x) {
+  const __m128i u = _mm_castps_si128(x), hi = _mm_set1_epi32((int)0xFFFF0000u);
+  const __m128i odd = _mm_and_si128(_mm_srli_epi32(u, 16), _mm_set1_epi32(1));
+  const __m128i r = _mm_and_si128(_mm_add_epi32(_mm_add_epi32(u, _mm_set1_epi32(0x7FFF)), odd), hi);
+  const __m128i q = _mm_and_si128(_mm_or_si128(u, _mm_set1_epi32(0x00400000)), hi);
+  const __m128i nan = _mm_cmpgt_epi32(_mm_and_si128(u, _mm_set1_epi32(0x7FFFFFFF)), _mm_set1_epi32(0x7F800000));
+  return _mm_castsi128_ps(_mm_or_si128(_mm_and_si128(nan, q), _mm_andnot_si128(nan, r)));
+}
+
+void ufp4_round_bf16_copy(const float *src, float *dst, size_t n) {
+  const long long blocks = (long long)(n / 4);
+#pragma omp parallel for schedule(static) if (n > 65536)
+  for (long long i = 0; i < blocks; i++) _mm_storeu_ps(dst + 4 * i, bf16x4(_mm_loadu_ps(src + 4 * i)));
+  for (size_t i = (size_t)blocks * 4; i < n; i++) dst[i] = ufp4_round_bf16(src[i]);
+}
+
+static void tile(const float *src, float *dst, size_t rows, size_t cols, size_t r0, size_t r1, size_t c0, size_t c1,
+                 int bf16) {
+  size_t c = c0;
+  for (; c + 4 <= c1; c += 4) {
+    size_t r = r0;
+    for (; r + 4 <= r1; r += 4) {
+      __m128 a = _mm_loadu_ps(src + r * cols + c), b = _mm_loadu_ps(src + (r + 1) * cols + c);
+      __m128 e = _mm_loadu_ps(src + (r + 2) * cols + c), d = _mm_loadu_ps(src + (r + 3) * cols + c);
+      _MM_TRANSPOSE4_PS(a, b, e, d);
+      if (bf16) a = bf16x4(a), b = bf16x4(b), e = bf16x4(e), d = bf16x4(d);
+      _mm_storeu_ps(dst + c * rows + r, a);
+      _mm_storeu_ps(dst + (c + 1) * rows + r, b);
+      _mm_storeu_ps(dst + (c + 2) * rows + r, e);
+      _mm_storeu_ps(dst + (c + 3) * rows + r, d);
+    }
+    for (; r < r1; r++)
+      for (size_t k = c; k < c + 4; k++) dst[k * rows + r] = bf16 ? ufp4_round_bf16(src[r * cols + k]) : src[r * cols + k];
+  }
+  for (; c < c1; c++)
+    for (size_t r = r0; r < r1; r++) dst[c * rows + r] = bf16 ? ufp4_round_bf16(src[r * cols + c]) : src[r * cols + c];
+}
+
+static void transpose(const float *src, float *dst, size_t rows, size_t cols, int bf16) {
+  const long long row_tiles = (long long)((rows + TILE_R - 1) / TILE_R);
 #pragma omp parallel for schedule(static) if (rows * cols > 65536)
   for (long long rt = 0; rt < row_tiles; rt++) {
-    size_t r0 = (size_t)rt * TILE, r1 = r0 + TILE < rows ? r0 + TILE : rows;
-    for (size_t c0 = 0; c0 < cols; c0 += TILE) {
-      size_t c1 = c0 + TILE < cols ? c0 + TILE : cols;
-      for (size_t r = r0; r < r1; r++)
-        for (size_t c = c0; c < c1; c++) dst[c * rows + r] = src[r * cols + c];
-    }
+    size_t r0 = (size_t)rt * TILE_R, r1 = r0 + TILE_R < rows ? r0 + TILE_R : rows;
+    for (size_t c0 = 0; c0 < cols; c0 += TILE_C)
+      tile(src, dst, rows, cols, r0, r1, c0, c0 + TILE_C < cols ? c0 + TILE_C : cols, bf16);
   }
+}
+
+void ufp4_transpose(const float *src, float *dst, size_t rows, size_t cols) { transpose(src, dst, rows, cols, 0); }
+
+void ufp4_transpose_round_bf16(const float *src, float *dst, size_t rows, size_t cols) {
+  transpose(src, dst, rows, cols, 1);
 }

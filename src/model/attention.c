@@ -1,7 +1,6 @@
 /* Causal softmax attention core with grouped-query attention (HF eager attention, no dropout). */
 #include <float.h>
 #include <math.h>
-#include <string.h>
 
 #include "model/layer_check.h"
 #include "ufp4/layers.h"
@@ -17,11 +16,17 @@ static int attn_check(const char *what, int B, int T, int H, int KVH, int D) {
   return 0;
 }
 
-static float dot(const float *a, const float *b, int n) {
-  float s = 0.0f;
-  for (int i = 0; i < n; i++) s += a[i] * b[i];
-  return s;
-}
+/* The attention products run as single-threaded OpenBLAS GEMMs (cblas.h), one (b, head) per
+ * OpenMP task: OpenBLAS runs serially inside a parallel region, and a GEMM's bits depend only on its
+ * shape and operands, so the result does not depend on the thread count. Rows go in blocks of
+ * ROWS_FWD (forward) or at most SCORE_FLOATS / T (backward), and a block of rows [i0, i1) only
+ * needs keys 0 .. i1-1: the products skip the masked upper triangle except inside a block, where
+ * masked probabilities and score gradients are exact zeros and add nothing. The block boundaries
+ * depend on T only. */
+#include <cblas.h>
+
+#define ROWS_FWD 64
+#define SCORE_FLOATS 16384 /* per-thread stack block of score gradients (64 KiB) */
 
 int ufp4_attention_forward(float *out, float *att, const float *q, const float *k, const float *v,
                            int B, int T, int H, int KVH, int D) {
@@ -35,38 +40,38 @@ int ufp4_attention_forward(float *out, float *att, const float *q, const float *
   if (rc < 0) return rc;
   const int group = H / KVH;
   const float scale = (float)(1.0 / sqrt((double)D));
-  const size_t qstride = (size_t)H * D, kvstride = (size_t)KVH * D;
-  const long rows = (long)B * H * T;
-  /* Row (b, h, t) is independent of every other row; dynamic chunks balance the causal triangle. */
-#pragma omp parallel for schedule(dynamic, 16)
-  for (long r = 0; r < rows; r++) {
-    int t = (int)(r % T);
-    int h = (int)((r / T) % H);
-    int b = (int)(r / ((long)T * H));
-    int kvh = h / group;
-    const float *qt = q + ((size_t)b * T + t) * qstride + (size_t)h * D;
+  const int qstride = H * D, kvstride = KVH * D;
+  const int tasks = B * H;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int task = 0; task < tasks; task++) {
+    const int b = task / H, h = task % H, kvh = h / group;
+    const float *qb = q + (size_t)b * T * qstride + (size_t)h * D;
     const float *kb = k + (size_t)b * T * kvstride + (size_t)kvh * D;
     const float *vb = v + (size_t)b * T * kvstride + (size_t)kvh * D;
-    float *p = att + (size_t)r * T;
-    float mx = -FLT_MAX;
-    for (int j = 0; j <= t; j++) {
-      p[j] = dot(qt, kb + (size_t)j * kvstride, D) * scale;
-      if (p[j] > mx) mx = p[j];
-    }
-    double sum = 0.0;
-    for (int j = 0; j <= t; j++) {
-      p[j] = expf(p[j] - mx);
-      sum += p[j];
-    }
-    float inv = (float)(1.0 / sum);
-    for (int j = 0; j <= t; j++) p[j] *= inv;
-    for (int j = t + 1; j < T; j++) p[j] = 0.0f;
-    float *ot = out + ((size_t)b * T + t) * qstride + (size_t)h * D;
-    memset(ot, 0, (size_t)D * sizeof(float));
-    for (int j = 0; j <= t; j++) {
-      const float *vj = vb + (size_t)j * kvstride;
-      float pj = p[j];
-      for (int d = 0; d < D; d++) ot[d] += pj * vj[d];
+    float *ob = out + (size_t)b * T * qstride + (size_t)h * D;
+    float *pb = att + (size_t)task * T * T;
+    for (int i0 = 0; i0 < T; i0 += ROWS_FWD) {
+      const int i1 = i0 + ROWS_FWD < T ? i0 + ROWS_FWD : T, rows = i1 - i0;
+      float *p0 = pb + (size_t)i0 * T;
+      /* Scores s = (q . k) * scale: alpha scales the finished dot product, as the old loop did. */
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, i1, D, scale, qb + (size_t)i0 * qstride, qstride,
+                  kb, kvstride, 0.0f, p0, T);
+      for (int t = i0; t < i1; t++) {
+        float *p = pb + (size_t)t * T;
+        float mx = -FLT_MAX;
+        for (int j = 0; j <= t; j++)
+          if (p[j] > mx) mx = p[j];
+        double sum = 0.0;
+        for (int j = 0; j <= t; j++) {
+          p[j] = expf(p[j] - mx);
+          sum += p[j];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int j = 0; j <= t; j++) p[j] *= inv;
+        for (int j = t + 1; j < T; j++) p[j] = 0.0f;
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, i1, 1.0f, p0, T, vb, kvstride, 0.0f,
+                  ob + (size_t)i0 * qstride, qstride);
     }
   }
   return 0;
@@ -94,41 +99,47 @@ int ufp4_attention_backward(float *dq, float *dk, float *dv, float *scratch, con
   if (rc < 0) return rc;
   const int group = H / KVH;
   const float scale = (float)(1.0 / sqrt((double)D));
-  const size_t qstride = (size_t)H * D, kvstride = (size_t)KVH * D;
+  const int qstride = H * D, kvstride = KVH * D;
   const int tasks = B * KVH;
+  /* Rows per block: a block of score gradients fits the stack buffer; past SCORE_FLOATS keys the
+   * caller's one-row scratch takes over. */
+  const int bs = T <= SCORE_FLOATS ? (T < SCORE_FLOATS / T ? T : SCORE_FLOATS / T) : 1;
   /* One task per (b, kv head): dk and dv of that head are written by this task only, with the
-   * query heads of the group and their rows in a fixed order. */
+   * query heads of the group and their row blocks in a fixed order. */
 #pragma omp parallel for schedule(dynamic, 1)
   for (int task = 0; task < tasks; task++) {
-    int b = task / KVH, kvh = task % KVH;
-    float *ds = scratch + (size_t)task * T;
+    float stack_ds[SCORE_FLOATS];
+    float *ds = T <= SCORE_FLOATS ? stack_ds : scratch + (size_t)task * T;
+    const int b = task / KVH, kvh = task % KVH;
     const float *kb = k + (size_t)b * T * kvstride + (size_t)kvh * D;
     const float *vb = v + (size_t)b * T * kvstride + (size_t)kvh * D;
     float *dkb = dk + (size_t)b * T * kvstride + (size_t)kvh * D;
     float *dvb = dv + (size_t)b * T * kvstride + (size_t)kvh * D;
     for (int h = kvh * group; h < (kvh + 1) * group; h++) {
-      for (int t = 0; t < T; t++) {
-        size_t qoff = ((size_t)b * T + t) * qstride + (size_t)h * D;
-        const float *qt = q + qoff, *gt = dout + qoff;
-        float *dqt = dq + qoff;
-        const float *p = att + (((size_t)b * H + h) * T + t) * T;
-        double pdp = 0.0;
-        for (int j = 0; j <= t; j++) {
-          ds[j] = dot(gt, vb + (size_t)j * kvstride, D);
-          pdp += (double)p[j] * ds[j];
+      const size_t hoff = (size_t)b * T * qstride + (size_t)h * D;
+      const float *pb = att + ((size_t)b * H + h) * T * T;
+      for (int i0 = 0; i0 < T; i0 += bs) {
+        const int i1 = i0 + bs < T ? i0 + bs : T, rows = i1 - i0;
+        const float *g0 = dout + hoff + (size_t)i0 * qstride, *q0 = q + hoff + (size_t)i0 * qstride;
+        const float *p0 = pb + (size_t)i0 * T;
+        /* dp = dout v^T over keys 0 .. i1-1 */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, i1, D, 1.0f, g0, qstride, vb, kvstride, 0.0f, ds,
+                    i1);
+        for (int t = i0; t < i1; t++) {
+          float *dst = ds + (size_t)(t - i0) * i1;
+          const float *p = pb + (size_t)t * T;
+          double pdp = 0.0;
+          for (int j = 0; j <= t; j++) pdp += (double)p[j] * dst[j];
+          float c = (float)pdp;
+          for (int j = 0; j <= t; j++) dst[j] = p[j] * (dst[j] - c) * scale;
+          for (int j = t + 1; j < i1; j++) dst[j] = 0.0f;
         }
-        float c = (float)pdp;
-        for (int j = 0; j <= t; j++) ds[j] = p[j] * (ds[j] - c) * scale;
-        for (int j = 0; j <= t; j++) {
-          const float *kj = kb + (size_t)j * kvstride;
-          float *dkj = dkb + (size_t)j * kvstride, *dvj = dvb + (size_t)j * kvstride;
-          float sj = ds[j], pj = p[j];
-          for (int d = 0; d < D; d++) {
-            dqt[d] += sj * kj[d];
-            dkj[d] += sj * qt[d];
-            dvj[d] += pj * gt[d];
-          }
-        }
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, i1, 1.0f, ds, i1, kb, kvstride, 1.0f,
+                    dq + hoff + (size_t)i0 * qstride, qstride);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, D, rows, 1.0f, ds, i1, q0, qstride, 1.0f, dkb,
+                    kvstride);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, D, rows, 1.0f, p0, T, g0, qstride, 1.0f, dvb,
+                    kvstride);
       }
     }
   }

@@ -2,6 +2,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ufp4/error.h"
 #include "ufp4/gemm.h"
@@ -44,7 +45,20 @@ struct ufp4_model {
   int rank;
   int all_fp32;
   const ufp4_linear_probe *probe;
+  size_t acts_floats, scratch_floats;
+  int timing;
+  ufp4_model_times times;
+  ufp4_linear_times lin_times;
 };
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Phase clock: reads the time only when timing is on. */
+static double tick(const ufp4_model *m) { return m->timing ? now_s() : 0.0; }
 
 static size_t sz(size_t a, size_t b) { return a * b; }
 
@@ -95,6 +109,7 @@ int ufp4_model_create(ufp4_model **out, const ufp4_model_config *c, int B) {
   const size_t per_layer = 2 * BT * C + BT + BT * QD + 2 * BT * KV + sz((size_t)B * H, T * T) + BT * QD + BT * C +
                            BT + 3 * BT * F;
   const size_t acts = (size_t)(L + 1) * BT * C + (size_t)L * per_layer + BT * C + BT + BT * V + 2 * BT;
+  m->acts_floats = acts;
   m->acts_block = malloc(acts * sizeof(float));
   if (!m->acts_block) goto oom;
   float *p = m->acts_block;
@@ -133,6 +148,7 @@ int ufp4_model_create(ufp4_model **out, const ufp4_model_config *c, int B) {
   const size_t att_s = ufp4_attention_scratch_floats(B, (int)T, c->n_kv_heads);
   const size_t scratch = lin + att_s + BT * C + BT * QD + BT * KV + BT * C + BT * C + BT * QD + 2 * BT * KV +
                          BT * QD + 3 * BT * F + BT * QD + BT * KV;
+  m->scratch_floats = scratch;
   m->scratch_block = malloc(scratch * sizeof(float));
   m->rope_cos = malloc(T * (D / 2) * sizeof(float));
   m->rope_sin = malloc(T * (D / 2) * sizeof(float));
@@ -195,6 +211,20 @@ const float *ufp4_model_residual(const ufp4_model *m, int layer) {
   return m->resid + (size_t)layer * (size_t)m->last_B * (size_t)m->last_T * (size_t)m->c.d_model;
 }
 
+size_t ufp4_model_activation_bytes(const ufp4_model *m) { return m->acts_floats * sizeof(float); }
+size_t ufp4_model_scratch_bytes(const ufp4_model *m) { return m->scratch_floats * sizeof(float); }
+
+void ufp4_model_set_timing(ufp4_model *m, int on) { m->timing = on != 0; }
+void ufp4_model_reset_phase_times(ufp4_model *m) {
+  memset(&m->times, 0, sizeof m->times);
+  memset(&m->lin_times, 0, sizeof m->lin_times);
+}
+void ufp4_model_phase_times(const ufp4_model *m, ufp4_model_times *out) {
+  *out = m->times;
+  out->linear_prepare = m->lin_times.prepare;
+  out->linear_gemm = m->lin_times.gemm;
+}
+
 void ufp4_model_zero_grads(ufp4_model *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
 
 void ufp4_model_init(ufp4_model *m, uint64_t seed) {
@@ -229,7 +259,7 @@ void ufp4_model_set_step(ufp4_model *m, uint64_t step, int rank) {
   m->rank = rank;
 }
 
-static ufp4_linear_ctx proj_ctx(const ufp4_model *m, int l, int proj) {
+static ufp4_linear_ctx proj_ctx(ufp4_model *m, int l, int proj) {
   const int L = m->c.n_layers;
   ufp4_linear_ctx ctx = {.recipe = &m->recipe,
                          .high_precision = m->all_fp32 || l < m->recipe.keep_first || l >= L - m->recipe.keep_last,
@@ -238,7 +268,8 @@ static ufp4_linear_ctx proj_ctx(const ufp4_model *m, int l, int proj) {
                          .rht_signs = m->rht_signs,
                          .probe = m->probe,
                          .layer = l,
-                         .proj = proj};
+                         .proj = proj,
+                         .times = m->timing ? &m->lin_times : NULL};
   return ctx;
 }
 
@@ -248,7 +279,24 @@ static ufp4_linear_ctx proj_ctx(const ufp4_model *m, int l, int proj) {
     if (rc_) return rc_;         \
   } while (0)
 
+static int forward(ufp4_model *m, const int32_t *tokens, const int32_t *targets, int B, int T, double *loss);
+static int backward(ufp4_model *m, float dloss);
+
 int ufp4_model_forward(ufp4_model *m, const int32_t *tokens, const int32_t *targets, int B, int T, double *loss) {
+  double t0 = tick(m);
+  int rc = forward(m, tokens, targets, B, T, loss);
+  if (m->timing) m->times.forward += now_s() - t0;
+  return rc;
+}
+
+int ufp4_model_backward(ufp4_model *m, float dloss) {
+  double t0 = tick(m);
+  int rc = backward(m, dloss);
+  if (m->timing) m->times.backward += now_s() - t0;
+  return rc;
+}
+
+static int forward(ufp4_model *m, const int32_t *tokens, const int32_t *targets, int B, int T, double *loss) {
   const ufp4_model_config *c = &m->c;
   if (B < 1 || B > m->B || T < 1 || T > c->seq_len)
     return ufp4_fail(UFP4_EINVAL, "model: batch %d x %d exceeds the allocated %d x %d", B, T, m->B, c->seq_len);
@@ -272,7 +320,9 @@ int ufp4_model_forward(ufp4_model *m, const int32_t *tokens, const int32_t *targ
     CHECK(ufp4_linear_forward(&ck, a->ln1, w[WK], m->tmp_k, BT, C, KV, m->lin_scratch));
     CHECK(ufp4_rope_forward(a->k, m->tmp_k, m->rope_cos, m->rope_sin, B, T, KVH, D));
     CHECK(ufp4_linear_forward(&cv, a->ln1, w[WV], a->v, BT, C, KV, m->lin_scratch));
+    double ta = tick(m);
     CHECK(ufp4_attention_forward(a->ao, a->att, a->q, a->k, a->v, B, T, H, KVH, D));
+    if (m->timing) m->times.attention += now_s() - ta;
     CHECK(ufp4_linear_forward(&co, a->ao, w[WO], m->tmp_c, BT, QD, C, m->lin_scratch));
     CHECK(ufp4_residual_forward(a->mid, x, m->tmp_c, BT * C));
     CHECK(ufp4_rmsnorm_forward(a->ln2, a->rstd2, a->mid, w[LN2], (int)BT, C, c->rms_eps));
@@ -282,6 +332,7 @@ int ufp4_model_forward(ufp4_model *m, const int32_t *tokens, const int32_t *targ
     CHECK(ufp4_linear_forward(&cd, a->act, w[WD], m->tmp_c, BT, F, C, m->lin_scratch));
     CHECK(ufp4_residual_forward(y, a->mid, m->tmp_c, BT * C));
   }
+  double th = tick(m);
   const float *top = m->resid + (size_t)c->n_layers * BT * C;
   CHECK(ufp4_rmsnorm_forward(m->lnf, m->rstdf, top, m->w_norm, (int)BT, C, c->rms_eps));
   ufp4_sgemm_abt(m->lnf, m->w_head, m->logits, BT, (size_t)V, (size_t)C, 0.0f);
@@ -292,16 +343,18 @@ int ufp4_model_forward(ufp4_model *m, const int32_t *tokens, const int32_t *targ
     CHECK(ufp4_cross_entropy_forward(m->losses, m->lse, &mean, NULL, m->logits, targets, (int)BT, V));
     if (loss) *loss = mean;
   }
+  if (m->timing) m->times.head += now_s() - th;
   return 0;
 }
 
-int ufp4_model_backward(ufp4_model *m, float dloss) {
+static int backward(ufp4_model *m, float dloss) {
   const ufp4_model_config *c = &m->c;
   if (!m->have_targets) return ufp4_fail(UFP4_EINVAL, "model: backward needs a forward with targets");
   const int B = m->last_B, T = m->last_T;
   const int C = c->d_model, H = c->n_heads, KVH = c->n_kv_heads, D = C / H, F = c->ffn_dim, V = c->vocab;
   const int QD = H * D, KV = KVH * D;
   const size_t BT = (size_t)B * (size_t)T;
+  double th = tick(m);
   /* dlogits overwrite the logits. */
   CHECK(ufp4_cross_entropy_backward(m->logits, m->logits, m->lse, m->targets, dloss, (int)BT, V));
   ufp4_sgemm_ab(m->logits, m->w_head, m->d_ln, BT, (size_t)C, (size_t)V, 0.0f);
@@ -309,6 +362,7 @@ int ufp4_model_backward(ufp4_model *m, float dloss) {
   memset(m->d_resid, 0, BT * C * sizeof(float));
   const float *top = m->resid + (size_t)c->n_layers * BT * C;
   CHECK(ufp4_rmsnorm_backward(m->d_resid, m->g_norm, m->d_ln, top, m->w_norm, m->rstdf, (int)BT, C));
+  if (m->timing) m->times.head += now_s() - th;
   for (int l = c->n_layers - 1; l >= 0; l--) {
     layer_acts *a = &m->la[l];
     float **w = m->wl + (size_t)l * PER_LAYER, **g = m->gl + (size_t)l * PER_LAYER;
@@ -331,8 +385,10 @@ int ufp4_model_backward(ufp4_model *m, float dloss) {
     memset(m->d_q, 0, BT * QD * sizeof(float));
     memset(m->d_k, 0, BT * KV * sizeof(float));
     memset(m->d_v, 0, BT * KV * sizeof(float));
+    double ta = tick(m);
     CHECK(ufp4_attention_backward(m->d_q, m->d_k, m->d_v, m->att_scratch, m->d_ao, a->att, a->q, a->k, a->v, B, T, H,
                                   KVH, D));
+    if (m->timing) m->times.attention += now_s() - ta;
     memset(m->d_qpre, 0, BT * QD * sizeof(float));
     memset(m->d_kpre, 0, BT * KV * sizeof(float));
     CHECK(ufp4_rope_backward(m->d_qpre, m->d_q, m->rope_cos, m->rope_sin, B, T, H, D));
