@@ -2,12 +2,15 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps build data run test clean
+.PHONY: all deps test-deps build data run test clean
 
 all: build
 
 deps:
 	@scripts/setup.sh
+
+test-deps:
+	@scripts/setup.sh --test
 
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -27,7 +30,7 @@ run: build data
 	    --steps 180 --layers 2 --d-model 128 --heads 4 --ffn 384 --seq-len 128 --batch 8 --lr 2e-3 \
 	    --warmup 20 --eval-batches 8 --final-steps 40
 
-test: build data
+test: test-deps build data
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 clean:

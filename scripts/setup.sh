@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ufp4 needs when they are missing: with apt-get when run as root,
-# otherwise it prints the exact command to run.
+# otherwise it prints the exact command to run. `setup.sh --test` adds the test-only references
+# (NumPy and PyTorch under /usr/bin/python3), which `make run` does not need.
 set -euo pipefail
 packages=(build-essential cmake pkg-config libcmocka-dev libcjson-dev libopenblas-openmp-dev
-          gnuplot-nox python3-numpy python3-torch bible-kjv bible-kjv-text)
+          gnuplot-nox bible-kjv bible-kjv-text)
+[ "${1:-}" = "--test" ] && packages+=(python3-numpy python3-torch)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
