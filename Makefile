@@ -19,16 +19,16 @@ build: deps
 data: deps
 	@scripts/fetch_data.sh
 
-# The main job: the BF16-relative loss error of the paper's recipes on SOTU, a small model, two
-# seeds and the fp32 noise floor; under ten minutes on 2 cores (docs/RESULTS.md has longer runs).
+# The main job: the BF16-relative loss error of the paper's recipes on SOTU with a small model,
+# three seeds and the fp32 noise floor (section 1 of docs/RESULTS.md); about 5 minutes on 2 cores.
 TOK := data/tok/bpe2048
 SHARDS := data/shards/sotu-bpe2048
 run: build data
 	@test -f $(TOK)/encoder.json || $(BUILD)/ufp4 tokenizer train --vocab 2048 --corpus data/raw/sotu --out $(TOK)
 	@test -f $(SHARDS)/train.tok || $(BUILD)/ufp4 prepare --corpus data/raw/sotu --tokenizer $(TOK) --out $(SHARDS)
-	@$(BUILD)/ufp4 compare --data $(SHARDS) --out reports/main --recipes bf16,e2m1,nvfp4,ufp4 --seeds 2 \
-	    --steps 180 --layers 2 --d-model 128 --heads 4 --ffn 384 --seq-len 128 --batch 8 --lr 2e-3 \
-	    --warmup 20 --eval-batches 8 --final-steps 40
+	@$(BUILD)/ufp4 compare --data $(SHARDS) --out reports/main --recipes bf16,e2m1,nvfp4,ufp4 --seeds 3 \
+	    --steps 300 --final-steps 75 --layers 2 --d-model 128 --heads 4 --ffn 384 --seq-len 128 --batch 8 \
+	    --lr 2e-3 --warmup 20 --eval-batches 16
 
 test: test-deps build data
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
