@@ -120,16 +120,13 @@ int rpt_write_html(const ufp4_report *r, const char *path, const char *plot_dir,
                "<th class=l>folder</th></tr>\n");
   for (size_t i = 0; i < r->n_runs; i++) {
     const ufp4_report_run_result *x = &r->runs[i];
-    char tr[32], va[32], re[32], gp[32];
-    rpt_fmt(tr, sizeof tr, x->final_train, "%.5f");
-    rpt_fmt(va, sizeof va, x->final_val, "%.5f");
-    rpt_fmt(re, sizeof re, x->rel_err * 100, "%.4f%%");
-    rpt_fmt(gp, sizeof gp, x->signed_gap, "%+.5f");
+    rpt_run_cells c;
+    rpt_run_cells_fill(x, &c);
     rpt_puts(&b, "<tr><td class=l><code>");
     rpt_html_escape(&b, x->recipe);
     rpt_printf(&b, "</code></td><td>%lld</td><td>%zu</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
                    "<td>%s</td><td class=l>",
-               x->seed, x->train.n, x->window, tr, va, re, gp, x->diag ? "yes" : "no");
+               x->seed, x->train.n, x->window, c.train, c.val, c.rel, c.gap, x->diag ? "yes" : "no");
     rpt_html_escape(&b, x->dir);
     rpt_puts(&b, "</td></tr>\n");
   }

@@ -70,14 +70,11 @@ int rpt_write_md(const ufp4_report *r, const char *path, const rpt_plot *plots, 
                "| diagnostics | folder |\n|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
   for (size_t i = 0; i < r->n_runs; i++) {
     const ufp4_report_run_result *x = &r->runs[i];
-    char tr[32], va[32], re[32], gp[32];
-    rpt_fmt(tr, sizeof tr, x->final_train, "%.5f");
-    rpt_fmt(va, sizeof va, x->final_val, "%.5f");
-    rpt_fmt(re, sizeof re, x->rel_err * 100, "%.4f%%");
-    rpt_fmt(gp, sizeof gp, x->signed_gap, "%+.5f");
+    rpt_run_cells c;
+    rpt_run_cells_fill(x, &c);
     rpt_puts(&b, "| `");
     md_cell(&b, x->recipe);
-    rpt_printf(&b, "` | %lld | %zu | %d | %s | %s | %s | %s | %s | ", x->seed, x->train.n, x->window, tr, va, re, gp,
+    rpt_printf(&b, "` | %lld | %zu | %d | %s | %s | %s | %s | %s | ", x->seed, x->train.n, x->window, c.train, c.val, c.rel, c.gap,
                x->diag ? "yes" : "no");
     md_cell(&b, x->dir);
     rpt_puts(&b, " |\n");

@@ -57,3 +57,10 @@ int rpt_max_seeds(const ufp4_report *r) {
     if (r->recipes[i].n_seeds > m) m = r->recipes[i].n_seeds;
   return m;
 }
+
+void rpt_run_cells_fill(const ufp4_report_run_result *x, rpt_run_cells *c) {
+  rpt_fmt(c->train, sizeof c->train, x->final_train, "%.5f");
+  rpt_fmt(c->val, sizeof c->val, x->final_val, "%.5f");
+  rpt_fmt(c->rel, sizeof c->rel, x->rel_err * 100, "%.4f%%");
+  rpt_fmt(c->gap, sizeof c->gap, x->signed_gap, "%+.5f");
+}

@@ -14,4 +14,10 @@ void rpt_test_sentence(const ufp4_report *r, const ufp4_report_test *t, char *ou
 void rpt_recipe_cells(const ufp4_report *r, size_t i, rpt_cells *c);
 int rpt_max_seeds(const ufp4_report *r);
 
+typedef struct {
+  char train[32], val[32], rel[32], gap[32];
+} rpt_run_cells;
+/* The per-run table cells of run x. */
+void rpt_run_cells_fill(const ufp4_report_run_result *x, rpt_run_cells *c);
+
 #endif
