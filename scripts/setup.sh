@@ -4,7 +4,7 @@
 # (NumPy and PyTorch under /usr/bin/python3), which `make run` does not need.
 set -euo pipefail
 packages=(build-essential cmake pkg-config libcmocka-dev libcjson-dev libopenblas-openmp-dev
-          gnuplot-nox bible-kjv bible-kjv-text)
+          gnuplot-nox bible-kjv bible-kjv-text libopenmpi-dev openmpi-bin)
 [ "${1:-}" = "--test" ] && packages+=(python3-numpy python3-torch)
 missing=()
 for p in "${packages[@]}"; do
