@@ -1,9 +1,19 @@
-/* Checkpoints: a folder that Hugging Face transformers loads as LlamaForCausalLM, plus what exact
- * resume needs.
+/* Checkpoints: a folder that Hugging Face transformers loads as LlamaForCausalLM (dense) or
+ * Qwen2MoeForCausalLM (moe_experts > 0), plus what exact resume needs.
  *
- *   DIR/config.json            transformers' LlamaConfig (model_type "llama")
+ *   DIR/config.json            transformers' LlamaConfig (model_type "llama"), or Qwen2MoeConfig
+ *                              (model_type "qwen2_moe": num_experts, num_experts_per_tok,
+ *                              moe_intermediate_size, shared_expert_intermediate_size,
+ *                              norm_topk_prob true, decoder_sparse_step, mlp_only_layers [],
+ *                              router_aux_loss_coef, and ufp4's own "ufp4_moe_capacity_factor" and
+ *                              "ufp4_moe_z_loss_coef", which transformers ignores)
  *   DIR/model.safetensors      fp32 parameters under HF names (lm_head omitted when tied), with
- *                              metadata {"format": "pt"}, which transformers requires
+ *                              metadata {"format": "pt"}, which transformers requires. An MoE
+ *                              checkpoint adds zero q/k/v biases to every layer (Qwen2 attention
+ *                              always has them) and, without a shared expert, a zero-width one
+ *                              (shared_expert.{gate,up}_proj [0, C], down_proj [C, 0]) with a zero
+ *                              shared_expert_gate [1, C], since Qwen2-MoE always builds one; its
+ *                              output is then exactly 0. Loading checks the biases are zero.
  *   DIR/optimizer.safetensors  AdamW moments "adamw.m" and "adamw.v" (flat, parameter order) and
  *                              metadata: step and the trainer state as JSON (optional)
  *
@@ -23,8 +33,10 @@ extern "C" {
 
 /* Writes config.json for c into `path` (atomically). */
 int ufp4_hf_config_write(const char *path, const ufp4_model_config *c);
-/* Reads a LlamaConfig config.json: unknown keys are ignored, missing required ones and
- * unsupported values (biases, another activation or model type, rope scaling) are errors. */
+/* Reads a LlamaConfig or Qwen2MoeConfig config.json: unknown keys are ignored, missing required ones
+ * and unsupported values (Llama biases, another activation or model type, rope scaling; for
+ * qwen2_moe norm_topk_prob false, a non-empty mlp_only_layers, sliding windows, or a top_k ufp4
+ * does not implement) are errors. A missing optional key takes transformers' default. */
 int ufp4_hf_config_read(const char *path, ufp4_model_config *c);
 
 /* Saves parameters (and, when m_state/v_state are non-NULL, the AdamW state with `trainer_json`

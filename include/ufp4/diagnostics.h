@@ -7,6 +7,14 @@
  *                       quantizer sees, with its own RHT and rounding)
  *   per rounded GEMM   {"step","layer","proj","gemm","out_sqnr_db"}: the rounded product against
  *                       the exact product of the same (unrounded) operands
+ *   MoE projections    as above with "proj" naming the expert GEMM: "expert3.gate", "shared.up"
+ *                       (moe.h's UFP4_PROJ_EXPERT ids); after the batch, per (layer, kind) over the
+ *                       routed experts, the same records with "proj":"experts.gate" (etc.) and
+ *                       "n_experts": alpha and sqnr_db (operand) and out_sqnr_db (GEMM) are those
+ *                       of the experts' tensors taken together (energy-weighted), the other
+ *                       operand measures element-weighted means of the per-expert ones
+ *   per MoE layer      {"step","layer","moe":{"load":[f_e...],"router_entropy","aux","z",
+ *                       "objective","dropped","padded_rows","tokens"}} of the recipe forward
  *   forward drift      {"step","drift":[{"layer","norm_ratio","cosine"},...]}: the residual stream
  *                       after each block under the recipe against the fp32 forward with the same
  *                       weights and batch (layer 0 is the embedding, identical by construction)

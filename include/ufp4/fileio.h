@@ -39,6 +39,11 @@ int ufp4_write_file_atomic(const char *path, const void *data, size_t size);
 /* Reads a whole regular file of at most max_size bytes (SIZE_MAX: any size) into a malloc'ed,
  * NUL-terminated buffer; *size excludes the NUL. A larger file is UFP4_EFORMAT. */
 int ufp4_read_file(const char *path, size_t max_size, char **data, size_t *size);
+/* fsync of a folder, so that the entries created, renamed or removed in it survive a crash; and
+ * of the folder holding `path` (after renaming something to `path`). EINVAL from file systems that
+ * cannot sync folders is ignored. Returns 0 or UFP4_EIO naming the folder and the OS error. */
+int ufp4_fsync_dir(const char *dir);
+int ufp4_fsync_parent(const char *path);
 /* mkdir -p; 0 if it exists. */
 int ufp4_mkdirs(const char *path);
 /* rm -r of a folder ufp4 created (regular files and folders only; links are unlinked, not

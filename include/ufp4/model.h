@@ -8,15 +8,29 @@
  * Embeddings, lm_head, norms, the attention core and the loss stay fp32; blocks listed by the
  * recipe's keep_first / keep_last run their projections in fp32 too. No biases.
  *
+ * Mixture of experts (moe_experts > 0, moe.h): layer l is an MoE layer when (l + 1) % moe_every == 0
+ * (Qwen2-MoE's decoder_sparse_step); its MLP is replaced by an MoE block (router, moe_experts SwiGLU
+ * experts of width moe_ffn, top-k routing, optional shared expert of width moe_shared_ffn) whose
+ * objective term (aux_coef * aux + z_coef * z-loss) is summed over MoE layers: it is NOT part of the
+ * cross-entropy returned as the loss (ufp4_model_aux_loss reports it) but backward adds its
+ * gradient, scaled by dloss. Other layers keep the dense MLP of ffn_dim.
+ *
  * Parameters, gradients and the two AdamW moments each live in one allocation, as a sequence of
  * tensors in the order of ufp4_model_tensor(); tensor names are Hugging Face's, so a safetensors
- * file of the parameters loads in transformers as LlamaForCausalLM. */
+ * file of the parameters loads in transformers as LlamaForCausalLM (dense) or, with the zero q/k/v
+ * biases the checkpoint adds, as Qwen2MoeForCausalLM (MoE). A dense model's table (moe_experts 0) is
+ * exactly the Llama one. An MoE layer's tensors, in order:
+ *   input_layernorm, self_attn.{q,k,v,o}_proj, post_attention_layernorm,
+ *   mlp.gate [E, C] (router), then for e = 0..E-1 mlp.experts.{e}.{gate,up,down}_proj,
+ *   then, when moe_shared_ffn > 0, mlp.shared_expert.{gate,up,down}_proj and
+ *   mlp.shared_expert_gate [1, C]. */
 #ifndef UFP4_MODEL_H
 #define UFP4_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include "ufp4/linear.h"
+#include "ufp4/moe.h"
 #include "ufp4/recipe.h"
 
 #ifdef __cplusplus
@@ -35,14 +49,31 @@ typedef struct {
   double rope_theta;
   float init_std;
   int tie_embeddings; /* lm_head shares embed_tokens */
+  /* Mixture of experts (moe.h); the widths and top_k are checked only when moe_experts > 0. */
+  int moe_experts;    /* routed experts per MoE layer; 0 = dense model (default) */
+  int moe_top_k;      /* experts per token, 1 or 2, <= moe_experts (default 2) */
+  int moe_ffn;        /* width of each routed expert; 0 = ffn_dim (see resolve) */
+  int moe_shared_ffn; /* width of the shared expert; 0 = none (default) */
+  int moe_every;      /* layer l is MoE when (l + 1) % moe_every == 0 (default 1: every layer) */
+  float moe_capacity; /* capacity factor; 0 = dropless (default) */
+  float moe_aux_coef; /* load-balancing loss coefficient (default 0.01) */
+  float moe_z_coef;   /* router z-loss coefficient (default 0) */
 } ufp4_model_config;
 
 ufp4_model_config ufp4_model_config_default(void);
-/* Fills the fields whose default depends on others (n_kv_heads 0 -> n_heads). */
+/* Fills the fields whose default depends on others (n_kv_heads 0 -> n_heads; with moe_experts > 0,
+ * moe_ffn 0 -> ffn_dim). */
 void ufp4_model_config_resolve(ufp4_model_config *c);
 int ufp4_model_config_check(const ufp4_model_config *c);
 /* Number of parameters. */
 size_t ufp4_model_param_count(const ufp4_model_config *c);
+/* Parameters one token touches: all of them, less the (moe_experts - moe_top_k) routed experts it
+ * skips in each MoE layer (embedding and head counted whole). Equals param_count for a dense model. */
+size_t ufp4_model_active_param_count(const ufp4_model_config *c);
+/* 1 when layer l is an MoE layer under c. */
+int ufp4_model_layer_is_moe(const ufp4_model_config *c, int l);
+/* Number of MoE layers. */
+int ufp4_model_moe_layers(const ufp4_model_config *c);
 
 #define UFP4_TENSOR_NAME_MAX 96
 typedef struct {
@@ -88,6 +119,12 @@ int ufp4_model_forward(ufp4_model *m, const int32_t *tokens, const int32_t *targ
  * scaled by dloss (1 for a plain mean, 1/accum for gradient accumulation). */
 int ufp4_model_backward(ufp4_model *m, float dloss);
 void ufp4_model_zero_grads(ufp4_model *m);
+/* Sum over MoE layers of the objective term (aux_coef * aux + z_coef * z) of the last forward; 0 for
+ * a dense model. Not included in the loss of ufp4_model_forward. */
+double ufp4_model_aux_loss(const ufp4_model *m);
+/* Routing statistics of MoE layer `layer` in the last forward (moe.h; pointers valid until the next
+ * forward): 0, or UFP4_EINVAL when the layer is not an MoE layer. */
+int ufp4_model_moe_stats(const ufp4_model *m, int layer, ufp4_moe_stats *out);
 /* Logits of the last forward, [B*T, vocab]; only valid before backward (which reuses them). */
 const float *ufp4_model_logits(const ufp4_model *m);
 

@@ -9,6 +9,7 @@
 #include "ufp4/layers.h"
 #include "ufp4/linear.h"
 #include "ufp4/model.h"
+#include "ufp4/moe.h"
 #include "ufp4/philox.h"
 #include "ufp4/rht.h"
 
@@ -25,7 +26,11 @@ struct ufp4_model {
   size_t n_params;
   float *params, *grads;
   float *w_embed, *w_norm, *w_head, *g_embed, *g_norm, *g_head;
-  float **wl, **gl; /* per layer tensor pointers: wl[l * PER_LAYER + k] */
+  float **wl, **gl; /* per layer tensor pointers: wl[l * PER_LAYER + k]; WG, WU, WD NULL in MoE layers */
+  /* MoE layers: one block each (NULL in dense layers), with its parameter and gradient pointers */
+  ufp4_moe **moe;
+  ufp4_moe_tensors *mw, *mg;
+  float **moe_ptrs; /* backing store of the expert pointer arrays of mw and mg */
   float *rope_cos, *rope_sin;
   /* activations of the last forward */
   float *acts_block;
@@ -81,34 +86,78 @@ int ufp4_model_create(ufp4_model **out, const ufp4_model_config *c, int B) {
   m->wl = malloc(sizeof(float *) * (size_t)L * PER_LAYER);
   m->gl = malloc(sizeof(float *) * (size_t)L * PER_LAYER);
   m->la = calloc((size_t)L, sizeof *m->la);
-  if (!m->params || !m->grads || !m->wl || !m->gl || !m->la) goto oom;
-  int nt = ufp4_model_tensor_count(c);
-  for (int i = 0; i < nt; i++) {
-    ufp4_tensor_info t;
-    ufp4_model_tensor(c, i, &t);
-    float *w = m->params + t.offset, *g = m->grads + t.offset;
-    if (i == 0) {
-      m->w_embed = w;
-      m->g_embed = g;
-    } else if (i <= PER_LAYER * L) {
-      m->wl[i - 1] = w;
-      m->gl[i - 1] = g;
-    } else if (i == PER_LAYER * L + 1) {
-      m->w_norm = w;
-      m->g_norm = g;
-    } else {
-      m->w_head = w;
-      m->g_head = g;
+  m->moe = calloc((size_t)L, sizeof *m->moe);
+  m->mw = calloc((size_t)L, sizeof *m->mw);
+  m->mg = calloc((size_t)L, sizeof *m->mg);
+  const size_t E = c->moe_experts > 0 ? (size_t)c->moe_experts : 0;
+  m->moe_ptrs = calloc((size_t)L * 6 * E + 1, sizeof *m->moe_ptrs);
+  if (!m->params || !m->grads || !m->wl || !m->gl || !m->la || !m->moe || !m->mw || !m->mg || !m->moe_ptrs)
+    goto oom;
+  /* Walks the tensor table in its order (config.c): embed, per layer the six attention-side tensors
+   * then the MLP's (dense or MoE), norm, head. */
+  int idx = 0;
+  ufp4_tensor_info t;
+#define NEXT(wp, gp)                              \
+  do {                                            \
+    ufp4_model_tensor(c, idx++, &t);              \
+    (wp) = m->params + t.offset;                  \
+    (gp) = m->grads + t.offset;                   \
+  } while (0)
+  NEXT(m->w_embed, m->g_embed);
+  for (int l = 0; l < L; l++) {
+    float **w = m->wl + (size_t)l * PER_LAYER, **g = m->gl + (size_t)l * PER_LAYER;
+    for (int k = LN1; k <= LN2; k++) NEXT(w[k], g[k]);
+    if (!ufp4_model_layer_is_moe(c, l)) {
+      for (int k = WG; k <= WD; k++) NEXT(w[k], g[k]);
+      continue;
+    }
+    w[WG] = w[WU] = w[WD] = g[WG] = g[WU] = g[WD] = NULL;
+    ufp4_moe_tensors *mw = &m->mw[l], *mg = &m->mg[l];
+    float **pp = m->moe_ptrs + (size_t)l * 6 * E;
+    mw->gate = pp;
+    mw->up = pp + E;
+    mw->down = pp + 2 * E;
+    mg->gate = pp + 3 * E;
+    mg->up = pp + 4 * E;
+    mg->down = pp + 5 * E;
+    NEXT(mw->router, mg->router);
+    for (size_t e = 0; e < E; e++) {
+      NEXT(mw->gate[e], mg->gate[e]);
+      NEXT(mw->up[e], mg->up[e]);
+      NEXT(mw->down[e], mg->down[e]);
+    }
+    if (c->moe_shared_ffn > 0) {
+      NEXT(mw->shared_gate, mg->shared_gate);
+      NEXT(mw->shared_up, mg->shared_up);
+      NEXT(mw->shared_down, mg->shared_down);
+      NEXT(mw->shared_router, mg->shared_router);
+    }
+    const ufp4_moe_config mc = {.n_experts = c->moe_experts,
+                                .top_k = c->moe_top_k,
+                                .expert_ffn = c->moe_ffn,
+                                .shared_ffn = c->moe_shared_ffn,
+                                .capacity_factor = c->moe_capacity,
+                                .aux_coef = c->moe_aux_coef,
+                                .z_coef = c->moe_z_coef};
+    if ((rc = ufp4_moe_create(&m->moe[l], &mc, (int)C, (size_t)B * T))) {
+      ufp4_model_free(m);
+      return rc;
     }
   }
+  NEXT(m->w_norm, m->g_norm);
+  if (!c->tie_embeddings) NEXT(m->w_head, m->g_head);
+#undef NEXT
   if (c->tie_embeddings) {
     m->w_head = m->w_embed;
     m->g_head = m->g_embed;
   }
   /* One allocation for every activation of the last forward. */
+  /* An MoE layer keeps no dense gate/up/act: its block holds its own activations. */
   const size_t per_layer = 2 * BT * C + BT + BT * QD + 2 * BT * KV + sz((size_t)B * H, T * T) + BT * QD + BT * C +
-                           BT + 3 * BT * F;
-  const size_t acts = (size_t)(L + 1) * BT * C + (size_t)L * per_layer + BT * C + BT + BT * V + 2 * BT;
+                           BT;
+  const size_t n_dense = (size_t)(L - ufp4_model_moe_layers(c));
+  const size_t acts = (size_t)(L + 1) * BT * C + (size_t)L * per_layer + n_dense * 3 * BT * F + BT * C + BT +
+                      BT * V + 2 * BT;
   m->acts_floats = acts;
   m->acts_block = malloc(acts * sizeof(float));
   if (!m->acts_block) goto oom;
@@ -127,6 +176,7 @@ int ufp4_model_create(ufp4_model **out, const ufp4_model_config *c, int B) {
     TAKE(a->mid, BT * C);
     TAKE(a->ln2, BT * C);
     TAKE(a->rstd2, BT);
+    if (ufp4_model_layer_is_moe(c, l)) continue;
     TAKE(a->gate, BT * F);
     TAKE(a->up, BT * F);
     TAKE(a->act, BT * F);
@@ -193,6 +243,12 @@ void ufp4_model_free(ufp4_model *m) {
   free(m->wl);
   free(m->gl);
   free(m->la);
+  if (m->moe)
+    for (int l = 0; l < m->c.n_layers; l++) ufp4_moe_free(m->moe[l]);
+  free(m->moe);
+  free(m->mw);
+  free(m->mg);
+  free(m->moe_ptrs);
   free(m->acts_block);
   free(m->scratch_block);
   free(m->rope_cos);
@@ -211,7 +267,30 @@ const float *ufp4_model_residual(const ufp4_model *m, int layer) {
   return m->resid + (size_t)layer * (size_t)m->last_B * (size_t)m->last_T * (size_t)m->c.d_model;
 }
 
-size_t ufp4_model_activation_bytes(const ufp4_model *m) { return m->acts_floats * sizeof(float); }
+size_t ufp4_model_activation_bytes(const ufp4_model *m) {
+  size_t bytes = m->acts_floats * sizeof(float);
+  for (int l = 0; l < m->c.n_layers; l++)
+    if (m->moe[l]) bytes += ufp4_moe_activation_bytes(m->moe[l]);
+  return bytes;
+}
+
+double ufp4_model_aux_loss(const ufp4_model *m) {
+  double sum = 0;
+  for (int l = 0; l < m->c.n_layers; l++) {
+    if (!m->moe[l]) continue;
+    ufp4_moe_stats st;
+    ufp4_moe_get_stats(m->moe[l], &st);
+    sum += st.objective;
+  }
+  return sum;
+}
+
+int ufp4_model_moe_stats(const ufp4_model *m, int layer, ufp4_moe_stats *out) {
+  if (layer < 0 || layer >= m->c.n_layers || !m->moe[layer])
+    return ufp4_fail(UFP4_EINVAL, "model: layer %d is not an MoE layer", layer);
+  ufp4_moe_get_stats(m->moe[layer], out);
+  return 0;
+}
 size_t ufp4_model_scratch_bytes(const ufp4_model *m) { return m->scratch_floats * sizeof(float); }
 
 void ufp4_model_set_timing(ufp4_model *m, int on) { m->timing = on != 0; }
@@ -326,6 +405,11 @@ static int forward(ufp4_model *m, const int32_t *tokens, const int32_t *targets,
     CHECK(ufp4_linear_forward(&co, a->ao, w[WO], m->tmp_c, BT, QD, C, m->lin_scratch));
     CHECK(ufp4_residual_forward(a->mid, x, m->tmp_c, BT * C));
     CHECK(ufp4_rmsnorm_forward(a->ln2, a->rstd2, a->mid, w[LN2], (int)BT, C, c->rms_eps));
+    if (m->moe[l]) {
+      CHECK(ufp4_moe_forward(m->moe[l], &m->mw[l], &cg, a->ln2, m->tmp_c, BT));
+      CHECK(ufp4_residual_forward(y, a->mid, m->tmp_c, BT * C));
+      continue;
+    }
     CHECK(ufp4_linear_forward(&cg, a->ln2, w[WG], a->gate, BT, C, F, m->lin_scratch));
     CHECK(ufp4_linear_forward(&cu, a->ln2, w[WU], a->up, BT, C, F, m->lin_scratch));
     CHECK(ufp4_swiglu_forward(a->act, a->gate, a->up, (int)BT, F));
@@ -370,14 +454,18 @@ static int backward(ufp4_model *m, float dloss) {
     ufp4_linear_ctx cq = proj_ctx(m, l, 0), ck = proj_ctx(m, l, 1), cv = proj_ctx(m, l, 2), co = proj_ctx(m, l, 3),
                     cg = proj_ctx(m, l, 4), cu = proj_ctx(m, l, 5), cd = proj_ctx(m, l, 6);
     /* MLP half: d_resid holds dL/d(block output) = dL/d(mid) through the residual. */
-    memset(m->d_act, 0, BT * F * sizeof(float));
-    CHECK(ufp4_linear_backward(&cd, m->d_resid, a->act, w[WD], m->d_act, g[WD], BT, F, C, m->lin_scratch));
-    memset(m->d_gate, 0, BT * F * sizeof(float));
-    memset(m->d_up, 0, BT * F * sizeof(float));
-    CHECK(ufp4_swiglu_backward(m->d_gate, m->d_up, m->d_act, a->gate, a->up, (int)BT, F));
     memset(m->d_ln, 0, BT * C * sizeof(float));
-    CHECK(ufp4_linear_backward(&cg, m->d_gate, a->ln2, w[WG], m->d_ln, g[WG], BT, C, F, m->lin_scratch));
-    CHECK(ufp4_linear_backward(&cu, m->d_up, a->ln2, w[WU], m->d_ln, g[WU], BT, C, F, m->lin_scratch));
+    if (m->moe[l]) {
+      CHECK(ufp4_moe_backward(m->moe[l], &m->mw[l], &m->mg[l], &cg, m->d_resid, m->d_ln, dloss));
+    } else {
+      memset(m->d_act, 0, BT * F * sizeof(float));
+      CHECK(ufp4_linear_backward(&cd, m->d_resid, a->act, w[WD], m->d_act, g[WD], BT, F, C, m->lin_scratch));
+      memset(m->d_gate, 0, BT * F * sizeof(float));
+      memset(m->d_up, 0, BT * F * sizeof(float));
+      CHECK(ufp4_swiglu_backward(m->d_gate, m->d_up, m->d_act, a->gate, a->up, (int)BT, F));
+      CHECK(ufp4_linear_backward(&cg, m->d_gate, a->ln2, w[WG], m->d_ln, g[WG], BT, C, F, m->lin_scratch));
+      CHECK(ufp4_linear_backward(&cu, m->d_up, a->ln2, w[WU], m->d_ln, g[WU], BT, C, F, m->lin_scratch));
+    }
     CHECK(ufp4_rmsnorm_backward(m->d_resid, g[LN2], m->d_ln, a->mid, w[LN2], a->rstd2, (int)BT, C));
     /* Attention half: d_resid now holds dL/d(mid). */
     memset(m->d_ao, 0, BT * QD * sizeof(float));

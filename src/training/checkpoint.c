@@ -14,11 +14,39 @@
 
 #define PATH_MAX_LEN 4096
 
+/* Prefixes the recorded error with path; the message is copied first because ufp4_fail writes the
+ * buffer ufp4_last_error() points into. */
+static int with_path(int rc, const char *path) {
+  char saved[1024];
+  snprintf(saved, sizeof saved, "%s", ufp4_last_error());
+  return ufp4_fail(rc, "%s: %s", path, saved);
+}
+
+/* Qwen2-MoE's own keys (transformers' Qwen2MoeConfig); the ufp4_* ones are ours, which transformers
+ * keeps as plain attributes and otherwise ignores. */
+static void add_moe_keys(cJSON *j, const ufp4_model_config *c) {
+  cJSON_AddNumberToObject(j, "num_experts", c->moe_experts);
+  cJSON_AddNumberToObject(j, "num_experts_per_tok", c->moe_top_k);
+  cJSON_AddNumberToObject(j, "moe_intermediate_size", c->moe_ffn);
+  cJSON_AddNumberToObject(j, "shared_expert_intermediate_size", c->moe_shared_ffn);
+  cJSON_AddBoolToObject(j, "norm_topk_prob", 1);
+  cJSON_AddNumberToObject(j, "decoder_sparse_step", c->moe_every);
+  cJSON_AddArrayToObject(j, "mlp_only_layers");
+  cJSON_AddNumberToObject(j, "router_aux_loss_coef", c->moe_aux_coef);
+  cJSON_AddBoolToObject(j, "output_router_logits", 0);
+  cJSON_AddBoolToObject(j, "use_sliding_window", 0);
+  cJSON_AddNumberToObject(j, "sliding_window", c->seq_len);
+  cJSON_AddNumberToObject(j, "max_window_layers", c->n_layers);
+  cJSON_AddNumberToObject(j, "ufp4_moe_capacity_factor", c->moe_capacity);
+  cJSON_AddNumberToObject(j, "ufp4_moe_z_loss_coef", c->moe_z_coef);
+}
+
 int ufp4_hf_config_write(const char *path, const ufp4_model_config *c) {
+  const int moe = c->moe_experts > 0;
   cJSON *j = cJSON_CreateObject();
   cJSON *arch = cJSON_AddArrayToObject(j, "architectures");
-  cJSON_AddItemToArray(arch, cJSON_CreateString("LlamaForCausalLM"));
-  cJSON_AddStringToObject(j, "model_type", "llama");
+  cJSON_AddItemToArray(arch, cJSON_CreateString(moe ? "Qwen2MoeForCausalLM" : "LlamaForCausalLM"));
+  cJSON_AddStringToObject(j, "model_type", moe ? "qwen2_moe" : "llama");
   cJSON_AddNumberToObject(j, "vocab_size", c->vocab);
   cJSON_AddNumberToObject(j, "hidden_size", c->d_model);
   cJSON_AddNumberToObject(j, "intermediate_size", c->ffn_dim);
@@ -33,10 +61,14 @@ int ufp4_hf_config_write(const char *path, const ufp4_model_config *c) {
   cJSON_AddNumberToObject(j, "initializer_range", c->init_std);
   cJSON_AddBoolToObject(j, "tie_word_embeddings", c->tie_embeddings);
   cJSON_AddStringToObject(j, "hidden_act", "silu");
-  cJSON_AddBoolToObject(j, "attention_bias", 0);
-  cJSON_AddBoolToObject(j, "mlp_bias", 0);
+  if (moe) {
+    add_moe_keys(j, c);
+  } else {
+    cJSON_AddBoolToObject(j, "attention_bias", 0);
+    cJSON_AddBoolToObject(j, "mlp_bias", 0);
+  }
   cJSON_AddNumberToObject(j, "attention_dropout", 0);
-  cJSON_AddNumberToObject(j, "pretraining_tp", 1);
+  if (!moe) cJSON_AddNumberToObject(j, "pretraining_tp", 1);
   cJSON_AddBoolToObject(j, "use_cache", 1);
   cJSON_AddStringToObject(j, "torch_dtype", "float32");
   char *text = cJSON_Print(j);
@@ -57,6 +89,57 @@ static int get_int(const cJSON *j, const char *path, const char *key, int requir
   if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 || v->valuedouble > 1e9)
     return ufp4_fail(UFP4_EFORMAT, "%s: \"%s\" must be a positive integer", path, key);
   *out = (int)v->valuedouble;
+  return 0;
+}
+
+/* As get_int, but 0 is allowed. */
+static int get_count(const cJSON *j, const char *path, const char *key, int fallback, int *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+  if (!v || cJSON_IsNull(v)) {
+    *out = fallback;
+    return 0;
+  }
+  if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 || v->valuedouble > 1e9)
+    return ufp4_fail(UFP4_EFORMAT, "%s: \"%s\" must be a non-negative integer", path, key);
+  *out = (int)v->valuedouble;
+  return 0;
+}
+
+static int get_float(const cJSON *j, const char *path, const char *key, float fallback, float *out) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+  if (!v || cJSON_IsNull(v)) {
+    *out = fallback;
+    return 0;
+  }
+  if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < 0)
+    return ufp4_fail(UFP4_EFORMAT, "%s: \"%s\" must be a finite number >= 0", path, key);
+  *out = (float)v->valuedouble;
+  return 0;
+}
+
+/* Qwen2-MoE keys; a missing key takes transformers' Qwen2MoeConfig default, so a config.json from
+ * elsewhere means what transformers would make of it (and is refused where ufp4 cannot follow). */
+static int read_moe_keys(const cJSON *j, const char *path, ufp4_model_config *c) {
+  int rc;
+  if ((rc = get_int(j, path, "num_experts", 0, 60, &c->moe_experts)) ||
+      (rc = get_int(j, path, "num_experts_per_tok", 0, 4, &c->moe_top_k)) ||
+      (rc = get_int(j, path, "moe_intermediate_size", 0, 1408, &c->moe_ffn)) ||
+      (rc = get_count(j, path, "shared_expert_intermediate_size", 5632, &c->moe_shared_ffn)) ||
+      (rc = get_int(j, path, "decoder_sparse_step", 0, 1, &c->moe_every)) ||
+      (rc = get_float(j, path, "router_aux_loss_coef", 0.001f, &c->moe_aux_coef)) ||
+      (rc = get_float(j, path, "ufp4_moe_capacity_factor", 0.0f, &c->moe_capacity)) ||
+      (rc = get_float(j, path, "ufp4_moe_z_loss_coef", 0.0f, &c->moe_z_coef)))
+    return rc;
+  const cJSON *norm = cJSON_GetObjectItemCaseSensitive(j, "norm_topk_prob");
+  if (!cJSON_IsTrue(norm))
+    return ufp4_fail(UFP4_EFORMAT, "%s: \"norm_topk_prob\" must be true (ufp4 renormalizes the top-k gates)", path);
+  const cJSON *only = cJSON_GetObjectItemCaseSensitive(j, "mlp_only_layers");
+  if (only && !cJSON_IsNull(only) && (!cJSON_IsArray(only) || cJSON_GetArraySize(only) != 0))
+    return ufp4_fail(UFP4_EFORMAT, "%s: \"mlp_only_layers\" must be empty (ufp4 chooses MoE layers by decoder_sparse_step only)",
+                     path);
+  const cJSON *sw = cJSON_GetObjectItemCaseSensitive(j, "use_sliding_window");
+  if (sw && !cJSON_IsFalse(sw) && !cJSON_IsNull(sw))
+    return ufp4_fail(UFP4_EFORMAT, "%s: \"use_sliding_window\" is not supported", path);
   return 0;
 }
 
@@ -86,8 +169,9 @@ int ufp4_hf_config_read(const char *path, ufp4_model_config *c) {
   const cJSON *theta = cJSON_GetObjectItemCaseSensitive(j, "rope_theta");
   const cJSON *init = cJSON_GetObjectItemCaseSensitive(j, "initializer_range");
   const cJSON *tie = cJSON_GetObjectItemCaseSensitive(j, "tie_word_embeddings");
-  if (!cJSON_IsString(mt) || strcmp(mt->valuestring, "llama"))
-    rc = ufp4_fail(UFP4_EFORMAT, "%s: \"model_type\" must be \"llama\"", path);
+  const int moe = cJSON_IsString(mt) && !strcmp(mt->valuestring, "qwen2_moe");
+  if (!cJSON_IsString(mt) || (strcmp(mt->valuestring, "llama") && !moe))
+    rc = ufp4_fail(UFP4_EFORMAT, "%s: \"model_type\" must be \"llama\" or \"qwen2_moe\"", path);
   else if (act && (!cJSON_IsString(act) || strcmp(act->valuestring, "silu")))
     rc = ufp4_fail(UFP4_EFORMAT, "%s: \"hidden_act\" must be \"silu\"", path);
   else if (scaling && !cJSON_IsNull(scaling))
@@ -98,7 +182,8 @@ int ufp4_hf_config_read(const char *path, ufp4_model_config *c) {
            (rc = get_int(j, path, "num_attention_heads", 1, 0, &c->n_heads)) ||
            (rc = get_int(j, path, "num_key_value_heads", 0, c->n_heads, &c->n_kv_heads)) ||
            (rc = get_int(j, path, "max_position_embeddings", 1, 0, &c->seq_len)) ||
-           (rc = get_bool_false(j, path, "attention_bias")) || (rc = get_bool_false(j, path, "mlp_bias"))) {
+           (!moe && ((rc = get_bool_false(j, path, "attention_bias")) || (rc = get_bool_false(j, path, "mlp_bias")))) ||
+           (moe && (rc = read_moe_keys(j, path, c)))) {
   } else {
     int head_dim;
     if ((rc = get_int(j, path, "head_dim", 0, c->d_model / c->n_heads, &head_dim)) == 0 &&
@@ -109,9 +194,10 @@ int ufp4_hf_config_read(const char *path, ufp4_model_config *c) {
     if (eps) c->rms_eps = cJSON_IsNumber(eps) ? (float)eps->valuedouble : -1.0f;
     if (theta) c->rope_theta = cJSON_IsNumber(theta) ? theta->valuedouble : -1.0;
     if (init) c->init_std = cJSON_IsNumber(init) ? (float)init->valuedouble : -1.0f;
-    c->tie_embeddings = tie ? cJSON_IsTrue(tie) : 1; /* transformers' LlamaConfig default */
+    /* Missing: 1 for llama as ufp4 always did; Qwen2MoeConfig's own default is false. */
+    c->tie_embeddings = tie ? cJSON_IsTrue(tie) : !moe;
     if ((rc = ufp4_model_config_check(c)))
-      rc = ufp4_fail(UFP4_EFORMAT, "%s: %s", path, ufp4_last_error());
+      rc = with_path(UFP4_EFORMAT, path);
   }
   cJSON_Delete(j);
   return rc;
@@ -123,14 +209,49 @@ static int join(char *out, const char *dir, const char *name) {
   return 0;
 }
 
+/* Tensors an MoE checkpoint adds beyond the parameter table so that Qwen2MoeForCausalLM loads it:
+ * zero q/k/v biases in every layer (Qwen2 attention always has them), and in MoE layers without a
+ * shared expert a zero-width shared expert ([0, C], [0, C], [C, 0]) with a zero shared_expert_gate,
+ * since Qwen2-MoE always builds one: its output is then exactly 0, as ufp4 computes. */
+static int n_extra(const ufp4_model_config *c) {
+  if (c->moe_experts <= 0) return 0;
+  return 3 * c->n_layers + (c->moe_shared_ffn > 0 ? 0 : 4 * ufp4_model_moe_layers(c));
+}
+
+static void extra(const ufp4_model_config *c, int i, ufp4_tensor_info *t) {
+  const size_t C = (size_t)c->d_model, KV = C / (size_t)c->n_heads * (size_t)c->n_kv_heads;
+  memset(t, 0, sizeof *t);
+  t->ndim = 1;
+  if (i < 3 * c->n_layers) {
+    static const char *const qkv[3] = {"q", "k", "v"};
+    snprintf(t->name, sizeof t->name, "model.layers.%d.self_attn.%s_proj.bias", i / 3, qkv[i % 3]);
+    t->shape[0] = t->count = i % 3 ? KV : C;
+    return;
+  }
+  i -= 3 * c->n_layers;
+  int l = 0, want = i / 4; /* the want-th MoE layer */
+  for (;; l++)
+    if (ufp4_model_layer_is_moe(c, l) && want-- == 0) break;
+  static const char *const shared[4] = {"shared_expert.gate_proj", "shared_expert.up_proj", "shared_expert.down_proj",
+                                        "shared_expert_gate"};
+  const int k = i % 4;
+  snprintf(t->name, sizeof t->name, "model.layers.%d.mlp.%s.weight", l, shared[k]);
+  t->ndim = 2;
+  t->shape[0] = k == 0 || k == 1 ? 0 : k == 2 ? C : 1;
+  t->shape[1] = k == 2 ? 0 : C;
+  t->count = t->shape[0] * t->shape[1];
+}
+
 static int write_params(const char *path, ufp4_model *m) {
   const ufp4_model_config *c = ufp4_model_get_config(m);
-  int nt = ufp4_model_tensor_count(c);
-  ufp4_st_tensor *ts = calloc((size_t)nt, sizeof *ts);
-  ufp4_tensor_info *info = calloc((size_t)nt, sizeof *info);
-  if (!ts || !info) {
+  const int nt = ufp4_model_tensor_count(c), nx = n_extra(c);
+  ufp4_st_tensor *ts = calloc((size_t)(nt + nx), sizeof *ts);
+  ufp4_tensor_info *info = calloc((size_t)(nt + nx), sizeof *info);
+  float *zeros = nx ? calloc((size_t)c->d_model, sizeof(float)) : NULL;
+  if (!ts || !info || (nx && !zeros)) {
     free(ts);
     free(info);
+    free(zeros);
     return ufp4_fail(UFP4_ENOMEM, "%s: out of memory", path);
   }
   const float *p = ufp4_model_params(m);
@@ -144,10 +265,21 @@ static int write_params(const char *path, ufp4_model *m) {
     ts[i].shape[1] = info[i].shape[1];
     ts[i].data = p + info[i].offset;
   }
+  for (int i = nt; i < nt + nx; i++) {
+    extra(c, i - nt, &info[i]);
+    ts[i].name = info[i].name;
+    ts[i].dtype = UFP4_ST_F32;
+    ts[i].src = UFP4_ST_SRC_F32;
+    ts[i].ndim = info[i].ndim;
+    ts[i].shape[0] = info[i].shape[0];
+    ts[i].shape[1] = info[i].shape[1];
+    ts[i].data = info[i].count ? zeros : NULL; /* every extra holds at most C floats */
+  }
   const ufp4_st_meta meta[] = {{"format", "pt"}, {"producer", "ufp4"}};
-  int rc = ufp4_st_write(path, ts, (size_t)nt, meta, 2);
+  int rc = ufp4_st_write(path, ts, (size_t)(nt + nx), meta, 2);
   free(ts);
   free(info);
+  free(zeros);
   return rc;
 }
 
@@ -189,8 +321,10 @@ int ufp4_checkpoint_save(const char *dir, ufp4_model *m, const float *m_state, c
     if (had_old) rename(old, dir);
     goto fail;
   }
-  if (had_old) return ufp4_remove_tree(old);
-  return 0;
+  /* The renames live in the parent folder: sync it, or a crash can bring back DIR.tmp. */
+  if ((rc = ufp4_fsync_parent(dir))) return rc;
+  if (had_old && (rc = ufp4_remove_tree(old))) return rc;
+  return had_old ? ufp4_fsync_parent(dir) : 0;
 fail:;
   char saved[1024];
   snprintf(saved, sizeof saved, "%s", ufp4_last_error());
@@ -202,6 +336,31 @@ int ufp4_checkpoint_config(const char *dir, ufp4_model_config *c) {
   char path[PATH_MAX_LEN];
   int rc = join(path, dir, "config.json");
   return rc ? rc : ufp4_hf_config_read(path, c);
+}
+
+/* Qwen2's q/k/v biases, when present, must be zero: ufp4's attention has none. The zero-width shared
+ * expert of a model without one is not read (its output is 0 whatever its gate). */
+static int check_biases(const char *path, const ufp4_st *st, const ufp4_model_config *c) {
+  float *buf = malloc(sizeof(float) * (size_t)c->d_model);
+  if (!buf) return ufp4_fail(UFP4_ENOMEM, "%s: out of memory", path);
+  int rc = 0;
+  for (int i = 0; i < 3 * c->n_layers && !rc; i++) {
+    ufp4_tensor_info t;
+    extra(c, i, &t);
+    if (!ufp4_st_find(st, t.name)) continue;
+    if ((rc = ufp4_st_read_f32(st, t.name, buf, t.shape, 1))) {
+      rc = with_path(rc, path);
+      break;
+    }
+    for (size_t k = 0; k < t.count; k++)
+      if (buf[k] != 0) {
+        rc = ufp4_fail(UFP4_EFORMAT, "%s: %s[%zu] = %g: non-zero attention biases are not supported (ufp4's attention has no biases)",
+                       path, t.name, k, (double)buf[k]);
+        break;
+      }
+  }
+  free(buf);
+  return rc;
 }
 
 int ufp4_checkpoint_load_params(const char *dir, ufp4_model *m) {
@@ -217,8 +376,9 @@ int ufp4_checkpoint_load_params(const char *dir, ufp4_model *m) {
     ufp4_tensor_info t;
     ufp4_model_tensor(c, i, &t);
     rc = ufp4_st_read_f32(st, t.name, p + t.offset, t.shape, t.ndim);
-    if (rc) rc = ufp4_fail(rc, "%s: %s", path, ufp4_last_error());
+    if (rc) rc = with_path(rc, path);
   }
+  if (!rc && c->moe_experts > 0) rc = check_biases(path, st, c);
   ufp4_st_close(st);
   return rc;
 }
@@ -233,7 +393,7 @@ int ufp4_checkpoint_load_optimizer(const char *dir, size_t n_params, float *m_st
   if ((rc = ufp4_st_open(path, &st))) return rc;
   size_t shape[1] = {n_params};
   if ((rc = ufp4_st_read_f32(st, "adamw.m", m_state, shape, 1)) || (rc = ufp4_st_read_f32(st, "adamw.v", v_state, shape, 1)))
-    rc = ufp4_fail(rc, "%s: %s", path, ufp4_last_error());
+    rc = with_path(rc, path);
   const char *meta = ufp4_st_meta_get(st, "trainer");
   if (!rc && trainer_json && meta) {
     *trainer_json = strdup(meta);

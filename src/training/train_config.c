@@ -45,7 +45,19 @@ char *ufp4_train_config_json(const ufp4_train_config *c) {
   cJSON_AddNumberToObject(m, "rope_theta", c->model.rope_theta);
   cJSON_AddNumberToObject(m, "init_std", c->model.init_std);
   cJSON_AddNumberToObject(m, "tie_embeddings", c->model.tie_embeddings);
+  if (c->model.moe_experts > 0) { /* a dense run's config.json stays as it was */
+    cJSON_AddNumberToObject(m, "moe_experts", c->model.moe_experts);
+    cJSON_AddNumberToObject(m, "moe_top_k", c->model.moe_top_k);
+    cJSON_AddNumberToObject(m, "moe_ffn", c->model.moe_ffn);
+    cJSON_AddNumberToObject(m, "moe_shared_ffn", c->model.moe_shared_ffn);
+    cJSON_AddNumberToObject(m, "moe_every", c->model.moe_every);
+    cJSON_AddNumberToObject(m, "moe_capacity", c->model.moe_capacity);
+    cJSON_AddNumberToObject(m, "moe_aux_coef", c->model.moe_aux_coef);
+    cJSON_AddNumberToObject(m, "moe_z_coef", c->model.moe_z_coef);
+  }
   cJSON_AddNumberToObject(m, "n_params", (double)ufp4_model_param_count(&c->model));
+  if (c->model.moe_experts > 0)
+    cJSON_AddNumberToObject(m, "n_active_params", (double)ufp4_model_active_param_count(&c->model));
   ufp4_recipe r;
   if (ufp4_recipe_parse(c->recipe, &r) == 0) {
     char buf[512];
@@ -147,7 +159,15 @@ int ufp4_train_config_load(const char *path, ufp4_train_config *c) {
                     (rc = flt(m, "rms_eps", path, 1e-12, 1, &c->model.rms_eps)) ||
                     (rc = num(m, "rope_theta", path, 1.0001, 1e12, &c->model.rope_theta)) ||
                     (rc = flt(m, "init_std", path, 1e-9, 10, &c->model.init_std)) ||
-                    (rc = integer(m, "tie_embeddings", path, 0, 1, &c->model.tie_embeddings)))) ||
+                    (rc = integer(m, "tie_embeddings", path, 0, 1, &c->model.tie_embeddings)) ||
+                    (rc = integer(m, "moe_experts", path, 0, 4096, &c->model.moe_experts)) ||
+                    (rc = integer(m, "moe_top_k", path, 1, 2, &c->model.moe_top_k)) ||
+                    (rc = integer(m, "moe_ffn", path, 0, 1 << 20, &c->model.moe_ffn)) ||
+                    (rc = integer(m, "moe_shared_ffn", path, 0, 1 << 20, &c->model.moe_shared_ffn)) ||
+                    (rc = integer(m, "moe_every", path, 1, 4096, &c->model.moe_every)) ||
+                    (rc = flt(m, "moe_capacity", path, 0, 1e6, &c->model.moe_capacity)) ||
+                    (rc = flt(m, "moe_aux_coef", path, 0, 1e6, &c->model.moe_aux_coef)) ||
+                    (rc = flt(m, "moe_z_coef", path, 0, 1e6, &c->model.moe_z_coef)))) ||
              (o && ((rc = num(o, "lr", path, 0, 10, &c->optim.lr)) || (rc = num(o, "min_lr", path, 0, 10, &c->optim.min_lr)) ||
                     (rc = integer(o, "warmup_steps", path, 0, 1 << 30, &c->optim.warmup_steps)) ||
                     (rc = integer(o, "total_steps", path, 0, 1 << 30, &c->optim.total_steps)) ||

@@ -25,14 +25,7 @@ static int write_all(int fd, const void *data, size_t size) {
   return 0;
 }
 
-/* fsync of the folder holding `path`, so the rename itself survives a crash. */
-static int sync_parent(const char *path) {
-  char dir[4096];
-  snprintf(dir, sizeof dir, "%s", path);
-  char *slash = strrchr(dir, '/');
-  if (!slash) snprintf(dir, sizeof dir, ".");
-  else if (slash == dir) dir[1] = '\0';
-  else *slash = '\0';
+static int sync_dir_raw(const char *dir) {
   int fd = open(dir, O_RDONLY | O_DIRECTORY);
   if (fd < 0) return -1;
   int rc = fsync(fd);
@@ -40,6 +33,36 @@ static int sync_parent(const char *path) {
   close(fd);
   errno = saved;
   return rc < 0 && errno != EINVAL ? -1 : 0;
+}
+
+/* The folder holding `path` ("." for a bare name, "/" for a top-level one). */
+static void parent_of(const char *path, char *dir, size_t cap) {
+  snprintf(dir, cap, "%s", path);
+  char *slash = strrchr(dir, '/');
+  while (slash && slash > dir && slash[1] == '\0') { /* "a/b/" names b */
+    *slash = '\0';
+    slash = strrchr(dir, '/');
+  }
+  if (!slash) snprintf(dir, cap, ".");
+  else if (slash == dir) dir[1] = '\0';
+  else *slash = '\0';
+}
+
+/* fsync of the folder holding `path`, so the rename itself survives a crash. */
+static int sync_parent(const char *path) {
+  char dir[4096];
+  parent_of(path, dir, sizeof dir);
+  return sync_dir_raw(dir);
+}
+
+int ufp4_fsync_dir(const char *dir) {
+  return sync_dir_raw(dir) ? ufp4_fail(UFP4_EIO, "%s: fsync of the folder failed: %s", dir, strerror(errno)) : 0;
+}
+
+int ufp4_fsync_parent(const char *path) {
+  char dir[4096];
+  parent_of(path, dir, sizeof dir);
+  return ufp4_fsync_dir(dir);
 }
 
 int ufp4_atomic_open(ufp4_atomic_file *a, const char *path) {
