@@ -4,13 +4,21 @@
  * Run folder (out_dir):
  *   config.json     the fully resolved run configuration, recipe included
  *   metrics.jsonl   one JSON object per logged step: step, loss, lr, grad_norm, tokens_per_s,
- *                   ms_per_step; and per evaluation: step, val_loss, val_ppl
+ *                   ms_per_step (and comm_ms when world > 1); per evaluation: step, val_loss, val_ppl
  *   diagnostics.jsonl     with diag_every > 0: operand, GEMM and drift measures (diagnostics.h)
  *   ckpt/step_NNNNNNNN/   checkpoints (checkpoint.h): Hugging Face loadable, plus optimizer state
  *
  * Determinism: batch i of the run is a pure function of (seed, i) through the batch source, the
  * stochastic rounding of micro-step s uses stream s, and every kernel is thread-count independent,
- * so a seed reproduces the run bit for bit, and a resumed run continues it exactly. */
+ * so a seed reproduces the run bit for bit, and a resumed run continues it exactly.
+ *
+ * Data parallelism (world > 1, dist.h; docs/DISTRIBUTED.md): each rank trains on its own batches,
+ * the gradients and the loss become their means over the ranks (deterministic ring sums, so the
+ * ranks keep identical parameters, checked by fingerprint at the start, every 100 steps and at
+ * checkpoints), validation losses are averaged the same way, and rank 0 alone writes the run
+ * folder. The ranks agree on a status word after each step's backward, each evaluation and each
+ * checkpoint save, so a failure on one rank returns "rank R failed: ..." on all of them. Stochastic
+ * rounding streams include the rank. Checkpoints record the world; a resume needs the same. */
 #ifndef UFP4_TRAIN_H
 #define UFP4_TRAIN_H
 
@@ -47,7 +55,8 @@ typedef struct {
   ufp4_nan_policy nan_policy;
   int threads;            /* 0 = OpenMP default */
   int progress;           /* 1: progress line on stderr */
-  int rank, world;        /* data-parallel position (1 process: 0, 1) */
+  int rank, world;        /* data-parallel position (1 process: 0, 1); world > 1 needs the
+                           * process's ufp4_dist communicator to have that world */
   char progress_label[128]; /* shown in the progress line ("" = the recipe name) */
   double eta_after_s;     /* time still to come after this run (compare's other runs), for the total ETA */
   char out_dir[1024];

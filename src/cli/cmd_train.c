@@ -1,5 +1,6 @@
 /* ufp4 train: pretrain a Llama-style model on token shards under a recipe. */
 #include <math.h>
+#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/train_flags.h"
 #include "ufp4/data_source.h"
+#include "ufp4/dist.h"
 #include "ufp4/error.h"
 #include "ufp4/recipe.h"
 #include "ufp4/train.h"
@@ -22,7 +24,10 @@ static void usage(FILE *out) {
           "  --config FILE       JSON config (the keys of RUN/config.json); flags override it\n"
           "  --resume            continue RUN from its latest checkpoint (config from RUN/config.json;\n"
           "                      only --steps may change), reproducing the uninterrupted run\n"
-          "  --no-progress       no progress line on stderr\n");
+          "  --no-progress       no progress line on stderr\n\n"
+          "Data parallel: `mpirun -np N ufp4 train ...` trains on N ranks, each on its own part of the\n"
+          "data, with --batch sequences per rank (global batch N x batch x accum); rank 0 writes the run\n"
+          "folder. A resume needs the same N. See docs/DISTRIBUTED.md.\n");
   ufp4_train_flags_usage(out);
 }
 
@@ -86,21 +91,42 @@ int ufp4_cmd_train(int argc, char **argv) {
     return 2;
   }
   if (cfg.optim.total_steps <= 0) cfg.optim.total_steps = cfg.steps; /* the cosine ends with the run */
+  ufp4_dist *comm;
+  if (ufp4_dist_init(&comm)) {
+    fprintf(stderr, "ufp4 train: %s\n", ufp4_last_error());
+    return 1;
+  }
+  cfg.rank = ufp4_dist_rank(comm);
+  cfg.world = ufp4_dist_world(comm);
+  /* Ranks on one node share its cores unless told otherwise (one thread each on this 2-core box). */
+  if (cfg.threads == 0 && ufp4_dist_local_world(comm) > 1 && !getenv("OMP_NUM_THREADS")) {
+    int t = omp_get_num_procs() / ufp4_dist_local_world(comm);
+    omp_set_num_threads(t > 1 ? t : 1);
+  }
+  const int rank0 = cfg.rank == 0;
+  if (!rank0) cfg.progress = 0;
   char resolved[512];
   ufp4_recipe_format(&recipe, resolved, sizeof resolved);
-  fprintf(stderr, "ufp4 train: recipe %s\n", resolved);
-  fprintf(stderr, "ufp4 train: model L=%d d=%d heads=%d/%d ffn=%d T=%d, batch %d x %d x accum %d, %d steps\n",
-          cfg.model.n_layers, cfg.model.d_model, cfg.model.n_heads, cfg.model.n_kv_heads ? cfg.model.n_kv_heads : cfg.model.n_heads,
-          cfg.model.ffn_dim, cfg.model.seq_len, cfg.batch, cfg.model.seq_len, cfg.grad_accum, cfg.steps);
+  if (rank0) {
+    fprintf(stderr, "ufp4 train: recipe %s\n", resolved);
+    fprintf(stderr, "ufp4 train: model L=%d d=%d heads=%d/%d ffn=%d T=%d, batch %d x %d x accum %d, %d steps\n",
+            cfg.model.n_layers, cfg.model.d_model, cfg.model.n_heads,
+            cfg.model.n_kv_heads ? cfg.model.n_kv_heads : cfg.model.n_heads, cfg.model.ffn_dim, cfg.model.seq_len,
+            cfg.batch, cfg.model.seq_len, cfg.grad_accum, cfg.steps);
+    if (cfg.world > 1)
+      fprintf(stderr, "ufp4 train: %d ranks, global batch %d sequences (%lld tokens) per step\n", cfg.world,
+              cfg.batch * cfg.grad_accum * cfg.world,
+              (long long)cfg.batch * cfg.grad_accum * cfg.world * cfg.model.seq_len);
+  }
   ufp4_train_result res;
   char dir[sizeof cfg.data_desc];
   snprintf(dir, sizeof dir, "%s", data_dir);
   int rc = ufp4_train_shards(&cfg, dir, resume, &res);
-  if (rc) {
-    fprintf(stderr, "ufp4 train: %s\n", ufp4_last_error());
-    return 1;
-  }
-  printf("steps %d  final loss %.4f  val loss %.4f  %.0f tokens/s  skipped %d  run %s\n", res.steps_done,
-         res.final_loss, res.final_val_loss, res.tokens_per_s, res.skipped_steps, cfg.out_dir);
-  return 0;
+  /* Every failure after launch is agreed by all ranks (train.h), so rank 0 alone reports it. */
+  if (rc && rank0) fprintf(stderr, "ufp4 train: %s\n", ufp4_last_error());
+  if (!rc && rank0)
+    printf("steps %d  final loss %.4f  val loss %.4f  %.0f tokens/s  skipped %d  run %s\n", res.steps_done,
+           res.final_loss, res.final_val_loss, res.tokens_per_s, res.skipped_steps, cfg.out_dir);
+  ufp4_dist_finalize();
+  return rc ? 1 : 0;
 }

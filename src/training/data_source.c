@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ufp4/dist.h"
 #include "ufp4/error.h"
 
 static int open_one(ufp4_shard_source *s, const char *path, int B, int T, uint64_t seed, int rank, int world,
@@ -65,6 +66,14 @@ uint64_t ufp4_shard_source_batches(const ufp4_shard_source *s) {
 int ufp4_train_shards(ufp4_train_config *cfg, const char *dir, int resume, ufp4_train_result *res) {
   ufp4_shard_data data;
   int rc = ufp4_shard_data_open(&data, dir, cfg->batch, cfg->model.seq_len, cfg->seed, cfg->rank, cfg->world);
+  if (cfg->world > 1) {
+    /* A rank that cannot read its shards stops all of them, rather than leaving them waiting. */
+    ufp4_dist *comm;
+    int agreed = ufp4_dist_init(&comm);
+    if (!agreed) agreed = ufp4_dist_agree(comm, rc);
+    if (agreed && !rc) ufp4_shard_data_close(&data);
+    rc = agreed;
+  }
   if (rc) return rc;
   if (resume && cfg->model.vocab != (int)data.vocab) {
     rc = ufp4_fail(UFP4_EINVAL, "%s/train.tok has vocabulary %u but the run's model has %d", dir, data.vocab,

@@ -11,6 +11,7 @@
 
 #include "ufp4/checkpoint.h"
 #include "ufp4/diagnostics.h"
+#include "ufp4/dist.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
 #include "ufp4/jsonnum.h"
@@ -163,7 +164,9 @@ static int save(const ufp4_train_config *cfg, run_state *s, int step) {
   char path[1200], json[256];
   int rc = ckpt_path(path, sizeof path, cfg->out_dir, step);
   if (rc) return rc;
-  snprintf(json, sizeof json, "{\"step\":%d,\"seed\":%llu}", step, (unsigned long long)cfg->seed);
+  /* world is kept so that a resume can refuse another rank count: the data order depends on it. */
+  snprintf(json, sizeof json, "{\"step\":%d,\"seed\":%llu,\"world\":%d}", step, (unsigned long long)cfg->seed,
+           cfg->world);
   if ((rc = ufp4_checkpoint_save(path, s->model, s->m_state, s->v_state, json))) return rc;
   prune_checkpoints(cfg->out_dir, cfg->keep_ckpts, cfg->ckpt_every > 0 ? cfg->ckpt_every : 0, step);
   return 0;
@@ -183,13 +186,120 @@ static int resume_from(const ufp4_train_config *cfg, run_state *s, int *start_st
   if (!rc) {
     cJSON *j = trainer ? cJSON_Parse(trainer) : NULL;
     const cJSON *st = j ? cJSON_GetObjectItemCaseSensitive(j, "step") : NULL;
+    const cJSON *w = j ? cJSON_GetObjectItemCaseSensitive(j, "world") : NULL;
+    const int world = cJSON_IsNumber(w) ? w->valueint : 1; /* checkpoints from before data parallelism */
     if (!cJSON_IsNumber(st) || st->valueint != step)
       rc = ufp4_fail(UFP4_EFORMAT, "%s: optimizer metadata does not record step %d", path, step);
+    else if (world != cfg->world)
+      rc = ufp4_fail(UFP4_EINVAL,
+                     "%s: written by a run of %d rank%s, but this run has %d; the data order depends on the number "
+                     "of ranks, so resume it with %s%d",
+                     path, world, world == 1 ? "" : "s", cfg->world, world == 1 ? "no mpirun, or mpirun -np " : "mpirun -np ",
+                     world);
     cJSON_Delete(j);
   }
   free(trainer);
   *start_step = step;
   return rc;
+}
+
+/* A log line that did not reach the file (ENOSPC, EIO) stops the run rather than losing lines. */
+static int flush_log(FILE *f, const char *dir, const char *name) {
+  if (fflush(f) == 0 && !ferror(f)) return 0;
+  const int e = errno;
+  return ufp4_fail(UFP4_EIO, "%s/%s: write failed: %s", dir, name, strerror(e));
+}
+
+/* Every rank calls this at the same points: a failure anywhere stops all of them together. */
+static int sync_status(ufp4_dist *comm, int rc) { return comm ? ufp4_dist_agree(comm, rc) : rc; }
+
+static int check_params(ufp4_dist *comm, run_state *s, size_t n, int step) {
+  if (!comm) return 0;
+  char what[64];
+  snprintf(what, sizeof what, "the parameters after step %d", step);
+  return ufp4_dist_check_same(comm, ufp4_dist_fingerprint(ufp4_model_params(s->model), n * sizeof(float)), what);
+}
+
+/* The parameters are compared across ranks this often (and at checkpoints and the end). */
+#define PARAM_CHECK_EVERY 100
+
+/* Model, optimizer state and buffers; the resumed state when `resume`. Local to this rank. */
+static int setup(const ufp4_train_config *cfg, const ufp4_recipe *recipe, run_state *s, int resume, int *start) {
+  const int B = cfg->batch, T = cfg->model.seq_len;
+  int rc = ufp4_model_create(&s->model, &cfg->model, B);
+  if (rc) return rc;
+  const size_t n = ufp4_model_num_params(s->model);
+  s->m_state = calloc(n, sizeof(float));
+  s->v_state = calloc(n, sizeof(float));
+  s->tokens = malloc(sizeof(int32_t) * (size_t)B * (T + 1));
+  s->inp = malloc(sizeof(int32_t) * (size_t)B * T);
+  s->tgt = malloc(sizeof(int32_t) * (size_t)B * T);
+  if (!s->m_state || !s->v_state || !s->tokens || !s->inp || !s->tgt)
+    return ufp4_fail(UFP4_ENOMEM, "train: out of memory for %zu parameters", n);
+  if ((rc = make_segments(&cfg->model, &s->seg))) return rc;
+  ufp4_model_init(s->model, cfg->seed);
+  if ((rc = ufp4_model_set_recipe(s->model, recipe, cfg->seed))) return rc;
+  *start = 0;
+  return resume ? resume_from(cfg, s, start) : 0;
+}
+
+/* Rank 0's files: config.json, and metrics.jsonl / diagnostics.jsonl cut back to `start` on resume. */
+static int open_outputs(const ufp4_train_config *cfg, run_state *s, int resume, int start) {
+  char path[2200];
+  int rc;
+  if ((rc = ufp4_mkdirs(cfg->out_dir))) return rc;
+  snprintf(path, sizeof path, "%s/config.json", cfg->out_dir);
+  char *json = ufp4_train_config_json(cfg);
+  rc = json ? ufp4_write_file_atomic(path, json, strlen(json)) : ufp4_fail(UFP4_ENOMEM, "train: out of memory");
+  free(json);
+  if (rc) return rc;
+  snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->out_dir);
+  if (resume && (rc = truncate_metrics(path, start))) return rc;
+  if (!(s->metrics = fopen(path, resume ? "a" : "w")))
+    return ufp4_fail(UFP4_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
+  if (cfg->diag_every > 0) {
+    snprintf(path, sizeof path, "%s/diagnostics.jsonl", cfg->out_dir);
+    /* Diagnostics of step s are taken before it runs: a resume at `start` takes them again. */
+    if (resume && (rc = truncate_metrics(path, start - 1))) return rc;
+    if (!(s->diag = fopen(path, resume ? "a" : "w")))
+      return ufp4_fail(UFP4_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
+  }
+  return 0;
+}
+
+/* This rank's forward and backward over the step's micro-batches: loss[0] is its mean cross-entropy,
+ * loss[1] the mean of the model's auxiliary objective (MoE load balancing and z-loss; 0 for a dense
+ * model), which backward trains but the logged loss leaves out so that dense and MoE runs compare. */
+static int local_step(const ufp4_train_config *cfg, const ufp4_data_source *data, run_state *s, int step,
+                      double loss[2]) {
+  const int B = cfg->batch, T = cfg->model.seq_len;
+  int rc = 0;
+  ufp4_model_zero_grads(s->model);
+  loss[0] = loss[1] = 0;
+  for (int micro = 0; micro < cfg->grad_accum && !rc; micro++) {
+    const uint64_t index = (uint64_t)step * cfg->grad_accum + micro; /* the source strides ranks */
+    double l;
+    if ((rc = data->train_batch(data->train_ctx, index, s->tokens))) break;
+    split_batch(s->tokens, s->inp, s->tgt, B, T);
+    ufp4_model_set_step(s->model, index, cfg->rank);
+    if ((rc = ufp4_model_forward(s->model, s->inp, s->tgt, B, T, &l))) break;
+    if ((rc = ufp4_model_backward(s->model, 1.0f / cfg->grad_accum))) break;
+    loss[0] += l / cfg->grad_accum;
+    loss[1] += ufp4_model_aux_loss(s->model) / cfg->grad_accum;
+  }
+  return rc;
+}
+
+/* Gradient and losses become their means over the ranks; every rank then holds the same bits. */
+static int reduce_step(ufp4_dist *comm, float *grads, size_t n, double loss[2]) {
+  const int w = ufp4_dist_world(comm);
+  int rc = ufp4_dist_sum_f32(comm, grads, n);
+  if (rc) return rc;
+  for (size_t i = 0; i < n; i++) grads[i] /= (float)w;
+  if ((rc = ufp4_dist_sum_f64(comm, loss, 2))) return rc;
+  loss[0] /= w;
+  loss[1] /= w;
+  return 0;
 }
 
 int ufp4_train(const ufp4_train_config *cfg_in, const ufp4_data_source *data, int resume, ufp4_train_result *res) {
@@ -204,81 +314,61 @@ int ufp4_train(const ufp4_train_config *cfg_in, const ufp4_data_source *data, in
   if (rc) return rc;
   if (cfg->batch < 1 || cfg->grad_accum < 1 || cfg->steps < 1 || cfg->log_every < 1 || cfg->keep_ckpts < 1)
     return ufp4_fail(UFP4_EINVAL, "train: batch, grad_accum, steps, log_every and keep_ckpts must be positive");
+  if (cfg->world < 1 || cfg->rank < 0 || cfg->rank >= cfg->world)
+    return ufp4_fail(UFP4_EINVAL, "train: rank %d of world %d is not a data-parallel position", cfg->rank, cfg->world);
+  /* A world of one never touches the communicator, so library callers need no launcher. */
+  ufp4_dist *comm = NULL;
+  if (cfg->world > 1) {
+    if ((rc = ufp4_dist_init(&comm))) return rc;
+    if (ufp4_dist_world(comm) != cfg->world)
+      return ufp4_fail(UFP4_EINVAL, "train: configured for %d ranks, but launched as %d", cfg->world,
+                       ufp4_dist_world(comm));
+  }
   ufp4_set_threads(cfg->threads);
   const int B = cfg->batch, T = cfg->model.seq_len;
-  run_state s = {0};
-  if ((rc = ufp4_model_create(&s.model, &cfg->model, B))) return rc;
-  const size_t n = ufp4_model_num_params(s.model);
-  s.m_state = calloc(n, sizeof(float));
-  s.v_state = calloc(n, sizeof(float));
-  s.tokens = malloc(sizeof(int32_t) * (size_t)B * (T + 1));
-  s.inp = malloc(sizeof(int32_t) * (size_t)B * T);
-  s.tgt = malloc(sizeof(int32_t) * (size_t)B * T);
-  if (!s.m_state || !s.v_state || !s.tokens || !s.inp || !s.tgt) {
-    rc = ufp4_fail(UFP4_ENOMEM, "train: out of memory for %zu parameters", n);
-    goto done;
-  }
-  if ((rc = make_segments(&cfg->model, &s.seg))) goto done;
-  ufp4_model_init(s.model, cfg->seed);
-  ufp4_model_set_recipe(s.model, &recipe, cfg->seed);
-
-  char path[2200];
-  if ((rc = ufp4_mkdirs(cfg->out_dir))) goto done;
-  int start = 0;
-  if (resume && (rc = resume_from(cfg, &s, &start))) goto done;
   const int writer = cfg->rank == 0;
-  snprintf(path, sizeof path, "%s/config.json", cfg->out_dir);
-  if (writer) {
-    char *json = ufp4_train_config_json(cfg);
-    rc = json ? ufp4_write_file_atomic(path, json, strlen(json)) : ufp4_fail(UFP4_ENOMEM, "train: out of memory");
-    free(json);
-    if (rc) goto done;
-    snprintf(path, sizeof path, "%s/metrics.jsonl", cfg->out_dir);
-    if (resume && (rc = truncate_metrics(path, start))) goto done;
-    s.metrics = fopen(path, resume ? "a" : "w");
-    if (!s.metrics) {
-      rc = ufp4_fail(UFP4_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
-      goto done;
-    }
-    if (cfg->diag_every > 0) {
-      snprintf(path, sizeof path, "%s/diagnostics.jsonl", cfg->out_dir);
-      /* Diagnostics of step s are taken before it runs: a resume at `start` takes them again. */
-      if (resume && (rc = truncate_metrics(path, start - 1))) goto done;
-      if (!(s.diag = fopen(path, resume ? "a" : "w"))) {
-        rc = ufp4_fail(UFP4_EIO, "%s: cannot open for writing: %s", path, strerror(errno));
-        goto done;
-      }
-    }
-  }
+  run_state s = {0};
+  int start = 0;
+  rc = setup(cfg, &recipe, &s, resume, &start);
+  if (!rc && comm && cfg->rank != ufp4_dist_rank(comm))
+    rc = ufp4_fail(UFP4_EINVAL, "train: configured as rank %d, but launched as rank %d", cfg->rank, ufp4_dist_rank(comm));
+  if ((rc = sync_status(comm, rc))) goto done;
+  /* Same seed or same checkpoint: the ranks start from the same bits, or the run is not one run. */
+  if (comm && (rc = check_params(comm, &s, ufp4_model_num_params(s.model), start))) goto done;
+  if ((rc = sync_status(comm, writer ? open_outputs(cfg, &s, resume, start) : 0))) goto done;
 
+  const size_t n = ufp4_model_num_params(s.model);
   double train_time = 0, window_loss = 0;
   int window_n = 0;
+  /* This rank's failure since the last agreement (a log write, a data read); the next agreement
+   * point reports it, so that every rank stops there together. */
+  int pending = 0;
   for (int step = start; step < cfg->steps; step++) {
-    if (s.diag && step % cfg->diag_every == 0) {
+    if (!pending && s.diag && step % cfg->diag_every == 0) {
       /* On this step's first batch, before the gradients are zeroed for the step itself. */
-      if ((rc = data->train_batch(data->train_ctx, (uint64_t)step * cfg->grad_accum, s.tokens))) goto done;
-      split_batch(s.tokens, s.inp, s.tgt, B, T);
-      ufp4_model_set_step(s.model, (uint64_t)step * cfg->grad_accum, cfg->rank);
-      if ((rc = ufp4_diagnostics_run(s.model, s.inp, s.tgt, B, T, step, s.diag))) goto done;
+      pending = data->train_batch(data->train_ctx, (uint64_t)step * cfg->grad_accum, s.tokens);
+      if (!pending) {
+        split_batch(s.tokens, s.inp, s.tgt, B, T);
+        ufp4_model_set_step(s.model, (uint64_t)step * cfg->grad_accum, cfg->rank);
+        pending = ufp4_diagnostics_run(s.model, s.inp, s.tgt, B, T, step, s.diag);
+        if (!pending) pending = flush_log(s.diag, cfg->out_dir, "diagnostics.jsonl");
+      }
     }
-    const double t0 = now_s();
-    ufp4_model_zero_grads(s.model);
-    double loss = 0;
-    for (int micro = 0; micro < cfg->grad_accum && !rc; micro++) {
-      const uint64_t index = (uint64_t)step * cfg->grad_accum + micro; /* the source strides ranks */
-      double l;
-      if ((rc = data->train_batch(data->train_ctx, index, s.tokens))) break;
-      split_batch(s.tokens, s.inp, s.tgt, B, T);
-      ufp4_model_set_step(s.model, (uint64_t)step * cfg->grad_accum + micro, cfg->rank);
-      if ((rc = ufp4_model_forward(s.model, s.inp, s.tgt, B, T, &l))) break;
-      if ((rc = ufp4_model_backward(s.model, 1.0f / cfg->grad_accum))) break;
-      loss += l / cfg->grad_accum;
-    }
+    const double t0 = now_s(), c0 = comm ? ufp4_dist_comm_seconds(comm) : 0;
+    double losses[2] = {0, 0};
+    if (!pending) pending = local_step(cfg, data, &s, step, losses);
+    /* Before the gradient exchange: a rank that failed must not leave the others waiting in it. */
+    rc = sync_status(comm, pending);
+    pending = 0;
     if (rc) goto done;
+    if (comm && (rc = reduce_step(comm, ufp4_model_grads(s.model), n, losses))) goto done;
+    const double loss = losses[0], aux = losses[1];
+    const double comm_ms = comm ? (ufp4_dist_comm_seconds(comm) - c0) * 1e3 : 0;
     const double gnorm = ufp4_grad_norm(ufp4_model_grads(s.model), n);
     const double lr = ufp4_lr_at(&cfg->optim, step);
-    const int bad = !isfinite(loss) || !isfinite(gnorm);
+    const int bad = !isfinite(loss) || !isfinite(aux) || !isfinite(gnorm);
     if (bad) {
+      /* loss and gnorm are the reduced ones, so every rank takes the same branch. */
       if (cfg->nan_policy == UFP4_NAN_STOP) {
         rc = ufp4_fail(UFP4_EINVAL,
                        "train: step %d: loss %g, gradient norm %g is not finite; stopping (the last checkpoint is kept)",
@@ -286,7 +376,7 @@ int ufp4_train(const ufp4_train_config *cfg_in, const ufp4_data_source *data, in
         goto done;
       }
       res->skipped_steps++;
-      if (cfg->progress) fprintf(stderr, "\nstep %d: non-finite loss or gradient, update skipped\n", step + 1);
+      if (cfg->progress && writer) fprintf(stderr, "\nstep %d: non-finite loss or gradient, update skipped\n", step + 1);
     } else {
       float scale = cfg->optim.grad_clip > 0 && gnorm > cfg->optim.grad_clip ? (float)(cfg->optim.grad_clip / gnorm) : 1.0f;
       ufp4_adamw_step(ufp4_model_params(s.model), ufp4_model_grads(s.model), s.m_state, s.v_state, n, &cfg->optim, lr,
@@ -300,13 +390,19 @@ int ufp4_train(const ufp4_train_config *cfg_in, const ufp4_data_source *data, in
       window_n++;
     }
     const int done_steps = step + 1;
-    if (writer && (done_steps % cfg->log_every == 0 || done_steps == cfg->steps)) {
-      char lbuf[UFP4_JSONNUM_SIZE], gbuf[UFP4_JSONNUM_SIZE];
-      fprintf(s.metrics,
-              "{\"step\":%d,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"tokens_per_s\":%.1f,\"ms_per_step\":%.2f%s}\n",
-              done_steps, ufp4_json_num(lbuf, loss), lr, ufp4_json_num(gbuf, gnorm), tok_s, dt * 1e3,
-              bad ? ",\"skipped\":true" : "");
-      fflush(s.metrics);
+    if (done_steps % cfg->log_every == 0 || done_steps == cfg->steps) {
+      if (writer) {
+        char lbuf[UFP4_JSONNUM_SIZE], gbuf[UFP4_JSONNUM_SIZE], abuf[UFP4_JSONNUM_SIZE], cbuf[96] = "";
+        int used = 0;
+        if (cfg->model.moe_experts > 0)
+          used = snprintf(cbuf, sizeof cbuf, ",\"aux_loss\":%s", ufp4_json_num(abuf, aux));
+        if (comm) snprintf(cbuf + used, sizeof cbuf - (size_t)used, ",\"comm_ms\":%.3f", comm_ms);
+        fprintf(s.metrics,
+                "{\"step\":%d,\"loss\":%s,\"lr\":%.6g,\"grad_norm\":%s,\"tokens_per_s\":%.1f,\"ms_per_step\":%.2f%s%s}\n",
+                done_steps, ufp4_json_num(lbuf, loss), lr, ufp4_json_num(gbuf, gnorm), tok_s, dt * 1e3, cbuf,
+                bad ? ",\"skipped\":true" : "");
+        pending = flush_log(s.metrics, cfg->out_dir, "metrics.jsonl");
+      }
       res->final_loss = window_n ? window_loss / window_n : NAN;
       window_loss = 0;
       window_n = 0;
@@ -314,14 +410,23 @@ int ufp4_train(const ufp4_train_config *cfg_in, const ufp4_data_source *data, in
     const int eval_now = data->val_batch && cfg->eval_batches > 0 &&
                          ((cfg->eval_every > 0 && done_steps % cfg->eval_every == 0) || done_steps == cfg->steps);
     if (eval_now) {
-      double vl;
-      if ((rc = ufp4_evaluate(s.model, data->val_batch, data->val_ctx, cfg->eval_batches, B, T, &vl))) goto done;
+      /* Each rank evaluates its own stride of the validation windows; the mean of the means is the
+       * mean over all of them, since every rank has the same number of batches. */
+      double vl = NAN;
+      if (!pending) pending = ufp4_evaluate(s.model, data->val_batch, data->val_ctx, cfg->eval_batches, B, T, &vl);
+      rc = sync_status(comm, pending);
+      pending = 0;
+      if (rc) goto done;
+      if (comm) {
+        if ((rc = ufp4_dist_sum_f64(comm, &vl, 1))) goto done;
+        vl /= cfg->world;
+      }
       res->final_val_loss = vl;
       if (writer) {
         char vbuf[UFP4_JSONNUM_SIZE], pbuf[UFP4_JSONNUM_SIZE];
         fprintf(s.metrics, "{\"step\":%d,\"val_loss\":%s,\"val_ppl\":%s}\n", done_steps, ufp4_json_num(vbuf, vl),
                 ufp4_json_num(pbuf, exp(vl)));
-        fflush(s.metrics);
+        pending = flush_log(s.metrics, cfg->out_dir, "metrics.jsonl");
       }
     }
     if (cfg->progress && writer) {
@@ -344,9 +449,17 @@ int ufp4_train(const ufp4_train_config *cfg_in, const ufp4_data_source *data, in
       }
     }
     const int ckpt_now = (cfg->ckpt_every > 0 && done_steps % cfg->ckpt_every == 0) || done_steps == cfg->steps;
-    if (writer && ckpt_now && (rc = save(cfg, &s, done_steps))) goto done;
+    if ((ckpt_now || done_steps % PARAM_CHECK_EVERY == 0) && (rc = check_params(comm, &s, n, done_steps))) goto done;
+    /* Rank 0 saves after the step's agreement; the agreement after the save stops everyone if it failed. */
+    if (ckpt_now) {
+      if (!pending && writer) pending = save(cfg, &s, done_steps);
+      rc = sync_status(comm, pending);
+      pending = 0;
+      if (rc) goto done;
+    }
     res->steps_done = done_steps;
   }
+  if ((rc = sync_status(comm, pending))) goto done;
   res->tokens_per_s = train_time > 0 ? (double)B * T * cfg->grad_accum * cfg->world * (res->steps_done - start) / train_time : 0;
 done:
   run_state_free(&s);

@@ -1,0 +1,20 @@
+# MPI data parallelism (docs/DISTRIBUTED.md). With UFP4_MPI=ON (the default) and an MPI found, the
+# library links MPI and src/dist/dist_mpi.c is compiled in (UFP4_HAVE_MPI); otherwise ufp4 is the
+# single-process build and src/dist/dist_local.c answers world 1.
+option(UFP4_MPI "Build MPI data-parallel training when an MPI is found" ON)
+if(UFP4_MPI)
+  find_package(MPI COMPONENTS C)
+  if(MPI_C_FOUND)
+    target_link_libraries(ufp4lib PUBLIC MPI::MPI_C)
+    target_compile_definitions(ufp4lib PRIVATE UFP4_HAVE_MPI=1)
+    message(STATUS "ufp4: MPI data parallelism on (${MPI_C_LIBRARIES})")
+  else()
+    message(STATUS "ufp4: no MPI found; single-process build")
+  endif()
+else()
+  message(STATUS "ufp4: UFP4_MPI=OFF; single-process build")
+endif()
+# The dist tests launch themselves and the CLI with this launcher (targets made after this point).
+if(UFP4_MPI AND MPI_C_FOUND AND MPIEXEC_EXECUTABLE)
+  add_compile_definitions(UFP4_MPIEXEC="${MPIEXEC_EXECUTABLE}")
+endif()
