@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps test-deps build data run test clean
+.PHONY: all deps test-deps build data run test clean sanitize fuzz valgrind reliability
 
 all: build
 
@@ -33,5 +33,23 @@ run: build data
 test: test-deps build data
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
+# Reliability (docs/RELIABILITY.md): the whole suite under ASan+UBSan, every parser under
+# libFuzzer for FUZZ_SECONDS each, and a valgrind memcheck of a representative subset.
+FUZZ_SECONDS ?= 60
+ASAN_BUILD ?= build-asan
+sanitize: test-deps data
+	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Release -DUFP4_SANITIZE=ON -DUFP4_MPI=OFF >/dev/null
+	@cmake --build $(ASAN_BUILD) -j $(JOBS)
+	@cd $(ASAN_BUILD) && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:detect_stack_use_after_return=1 \
+	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+fuzz: test-deps
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+
+valgrind: test-deps build data
+	@scripts/valgrind.sh $(BUILD)
+
+reliability: sanitize fuzz valgrind
+
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz

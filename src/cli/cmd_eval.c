@@ -51,7 +51,8 @@ int ufp4_cmd_eval(int argc, char **argv) {
     fprintf(stderr, "ufp4 eval: %s\n", ufp4_last_error());
     return 1;
   }
-  const ufp4_model_config *c = ufp4_model_get_config(m);
+  /* A copy: the summary line below is printed after the model (which owns its config) is freed. */
+  const ufp4_model_config cfg = *ufp4_model_get_config(m), *c = &cfg;
   char path[4200];
   size_t len = strlen(data);
   if (len > 4 && !strcmp(data + len - 4, ".tok")) snprintf(path, sizeof path, "%s", data);

@@ -54,8 +54,10 @@ static int load_encoder(ufp4_tokenizer *t, const char *path, const char *json, s
   }
   for (size_t i = 0; i < (size_t)n; i++) lens[i] = SIZE_MAX;
   for (cJSON *e = root->child; e; e = e->next) {
-    if (!cJSON_IsNumber(e) || e->valuedouble != (double)(long)e->valuedouble || e->valuedouble < 0 ||
-        e->valuedouble >= n) {
+    /* The range test comes before the integer test: converting a double outside long's range
+     * (1e300, NaN) to an integer is undefined behaviour. */
+    if (!cJSON_IsNumber(e) || !(e->valuedouble >= 0 && e->valuedouble < n) ||
+        e->valuedouble != (double)(size_t)e->valuedouble) {
       rc = ufp4_fail(UFP4_EFORMAT, "%s: token \"%.40s\" has id %g; ids must be the integers 0..%d", path,
                      e->string, e->valuedouble, n - 1);
       break;

@@ -93,9 +93,13 @@ INL __m256i round_idx(const qk *k, __m256 a, __m256i rb, const int mode) {
   if (mode == UFP4_ROUND_RNE || mode == UFP4_ROUND_RNA || mode == UFP4_ROUND_RNZ) {
     /* Edge e counts when a is above it, or on it when the tie goes up: RNA always, RNZ never,
      * RNE when level e+1 is even (e odd). */
-#define CMP(e, P) _mm256_castps_si256(_mm256_cmp_ps(a, k->edge[e], P))
-#define EV (mode == UFP4_ROUND_RNA ? _CMP_GE_OQ : _CMP_GT_OQ)
-#define OD (mode == UFP4_ROUND_RNZ ? _CMP_GT_OQ : _CMP_GE_OQ)
+    /* The predicate of _mm256_cmp_ps must be a literal for clang, so each choice is spelled out;
+     * mode is a constant at every inlined call site and the untaken compare folds away. */
+#define CMP(e, GE)                                                                  \
+  ((GE) ? _mm256_castps_si256(_mm256_cmp_ps(a, k->edge[e], _CMP_GE_OQ))             \
+        : _mm256_castps_si256(_mm256_cmp_ps(a, k->edge[e], _CMP_GT_OQ)))
+#define EV (mode == UFP4_ROUND_RNA)
+#define OD (mode != UFP4_ROUND_RNZ)
     __m256i s0 = _mm256_add_epi32(CMP(0, EV), CMP(1, OD));
     __m256i s1 = _mm256_add_epi32(CMP(2, EV), CMP(3, OD));
     __m256i s2 = _mm256_add_epi32(CMP(4, EV), CMP(5, OD));
@@ -326,19 +330,6 @@ INL void rht8_levels(__m256 *v, const __m256 *signs) {
         v[e] = _mm256_add_ps(a, b);
         v[e + h] = _mm256_sub_ps(a, b);
       }
-}
-
-/* Levels h = 1, 2, 4 never mix the two halves (elements 0-7 and 8-15), so each half is done on
- * its own (8 live registers, fewer spills), then level 8 pairs them. Same operations, same bits. */
-INL void rht16_soa_unscaled(__m256 *v, const __m256 *signs) {
-  rht8_levels(v, signs);
-  rht8_levels(v + 8, signs ? signs + 8 : NULL);
-#pragma GCC unroll 8
-  for (int e = 0; e < 8; e++) {
-    __m256 a = v[e], b = v[e + 8];
-    v[e] = _mm256_add_ps(a, b);
-    v[e + 8] = _mm256_sub_ps(a, b);
-  }
 }
 
 /* load_soa with the RHT's per-half levels done as soon as each half is transposed. */
