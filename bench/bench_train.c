@@ -33,10 +33,18 @@ void ufp4_bench_train_config(int index, ufp4_model_config *c, int *B, int *T, co
   c->seq_len = 256;
   c->vocab = index == 0 ? 50257 : 4096;
   c->tie_embeddings = 0;
+  if (index == 2) {
+    /* The small-vocabulary model with every MLP an MoE of 8 experts, top-2, each expert half as wide as
+     * the dense MLP: a token touches the same MLP parameters as in the dense model (plus the router's
+     * 8 x 384), so the two rows compare MoE and dense at equal active parameters. */
+    c->moe_experts = 8;
+    c->moe_top_k = 2;
+    c->moe_ffn = c->ffn_dim / 2;
+  }
   ufp4_model_config_resolve(c);
   *B = 4;
   *T = 256;
-  *name = index == 0 ? "llmc (V=50257)" : "small-vocab (V=4096)";
+  *name = index == 0 ? "llmc (V=50257)" : index == 1 ? "small-vocab (V=4096)" : "moe (V=4096, E=8, top-2, Fe=768)";
 }
 
 size_t ufp4_bench_train_theory_bytes(size_t n_params, size_t activation_bytes) {
@@ -137,7 +145,7 @@ int ufp4_bench_train_child(int argc, char **argv) {
     return 2;
   }
   int config = atoi(argv[1]), warmup = atoi(argv[3]), steps = atoi(argv[4]);
-  if (config < 0 || config > 1 || warmup < 0 || steps < 1) {
+  if (config < 0 || config > 2 || warmup < 0 || steps < 1) {
     fprintf(stderr, "ufp4 bench train-child: bad arguments\n");
     return 2;
   }
@@ -213,14 +221,15 @@ int ufp4_bench_train(const ufp4_bench_train_opts *o, const char *self_exe, FILE 
   fprintf(out, "ufp4 bench train: one optimizer step (zero grads, forward, backward, grad norm, AdamW), median of %d "
                "steps after %d warm-up, %d threads%s\n",
           o->steps, o->warmup, ufp4_get_threads(), o->rss ? ", each row in a fresh process" : "");
-  for (int ci = 0; ci < 2 && !rc; ci++) {
+  for (int ci = 0; ci < 3 && !rc; ci++) {
     if (!(o->configs & (1 << ci))) continue;
     ufp4_model_config c;
     int B, T;
     const char *name;
     ufp4_bench_train_config(ci, &c, &B, &T, &name);
-    fprintf(out, "\nconfig %s: L=%d d=%d heads=%d ffn=%d vocab=%d, B=%d T=%d (%d tokens/step)\n", name, c.n_layers,
-            c.d_model, c.n_heads, c.ffn_dim, c.vocab, B, T, B * T);
+    fprintf(out, "\nconfig %s: L=%d d=%d heads=%d ffn=%d vocab=%d, B=%d T=%d (%d tokens/step), %zu parameters, %zu active\n",
+            name, c.n_layers, c.d_model, c.n_heads, c.moe_experts > 0 ? c.moe_ffn : c.ffn_dim, c.vocab, B, T, B * T,
+            ufp4_model_param_count(&c), ufp4_model_active_param_count(&c));
     fprintf(out, "%-6s %9s %8s %7s | %7s %7s %7s | %7s %7s %7s %7s %7s | %8s %8s %6s | %s\n", "recipe",
             "tokens/s", "step ms", "x fp32", "fwd", "bwd", "optim", "quant", "gemm", "attn", "head", "other",
             "RSS MiB", "theory", "ratio", "last loss");

@@ -12,7 +12,7 @@
 typedef struct {
   int steps;            /* timed steps; medians are reported */
   int warmup;           /* untimed steps first */
-  int configs;          /* bit 0: llm.c's config, bit 1: the small-vocabulary config */
+  int configs;          /* bit 0: llm.c's config, bit 1: the small-vocabulary config, bit 2: its MoE twin */
   int n_recipes;
   const char *recipes[UFP4_BENCH_MAX_RECIPES];
   int rss;              /* 1: each (config, recipe) in a fresh child process, with its peak RSS */
@@ -27,8 +27,8 @@ typedef struct {
   size_t n_params, activation_bytes, scratch_bytes;
 } ufp4_bench_train_result;
 
-/* The two benchmark configurations (index 0: llm.c's GPT-2 small-ish, 1: vocabulary 4096), with
- * their batch B and sequence length T. */
+/* The benchmark configurations (index 0: llm.c's GPT-2 small-ish, 1: vocabulary 4096, 2: the same
+ * with MoE MLPs at equal active parameters), with their batch B and sequence length T. */
 void ufp4_bench_train_config(int index, ufp4_model_config *c, int *B, int *T, const char **name);
 
 /* Theoretical training memory in bytes: parameters, gradients and two AdamW moments (4 floats per

@@ -37,7 +37,8 @@ static void usage(FILE *out) {
           "  --threads LIST      quant: comma-separated thread counts (default 1 and the OpenMP maximum)\n"
           "  --steps N           train: timed steps (default 5)\n"
           "  --warmup N          train: untimed steps first (default 1)\n"
-          "  --config WHICH      train: llmc, small or both (default both)\n"
+          "  --config WHICH      train: llmc, small, both or moe (small and its MoE twin at equal active\n"
+          "                      parameters; default both)\n"
           "  --recipes LIST      train: comma-separated recipes (default fp32,bf16,e2m1,nvfp4,ufp4)\n"
           "  --no-rss            train: measure in this process (no fork, no peak RSS)\n");
 }
@@ -175,8 +176,9 @@ int ufp4_cmd_bench(int argc, char **argv) {
       if (!strcmp(v, "llmc")) t.configs = 1;
       else if (!strcmp(v, "small")) t.configs = 2;
       else if (!strcmp(v, "both")) t.configs = 3;
+      else if (!strcmp(v, "moe")) t.configs = 6;
       else {
-        fprintf(stderr, "ufp4 bench: --config: '%s' is not llmc, small or both\n", v);
+        fprintf(stderr, "ufp4 bench: --config: '%s' is not llmc, small, both or moe\n", v);
         return 2;
       }
     } else if ((r = cli_value(argc, argv, &i, "--recipes", &v))) {
