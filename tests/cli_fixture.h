@@ -1,5 +1,6 @@
-/* Shared by the end-to-end CLI tests: running the ufp4 binary, and a work folder holding the SOTU
- * corpus prepared as byte-level shards. */
+/* Shared by the end-to-end CLI tests (and, for cli_run, the MPI tests): running a command with its
+ * output captured, and a work folder holding the SOTU corpus prepared as byte-level shards.
+ * Everything is static inline, so a test may include this and use only part of it. */
 #ifndef UFP4_TESTS_CLI_FIXTURE_H
 #define UFP4_TESTS_CLI_FIXTURE_H
 
@@ -9,8 +10,12 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
-/* Runs a shell command; returns its exit status, with stdout and stderr in out. */
-static int cli_run(char *out, size_t size, const char *fmt, ...) {
+#include "ufp4/fileio.h"
+
+/* Runs a shell command; returns its exit status (-1 for a signal), with the first size - 1 bytes
+ * of stdout and stderr in out. The rest of the output is read and dropped, so a chatty command
+ * never blocks on a full pipe (and dies of SIGPIPE) after the buffer is full. */
+static inline int cli_run(char *out, size_t size, const char *fmt, ...) {
   char cmd[8192], full[8400];
   va_list ap;
   va_start(ap, fmt);
@@ -21,13 +26,16 @@ static int cli_run(char *out, size_t size, const char *fmt, ...) {
   if (!p) return -1;
   size_t n = fread(out, 1, size - 1, p);
   out[n] = '\0';
+  while (fread(full, 1, sizeof full, p) > 0) {
+  }
   int st = pclose(p);
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* Finds the binary ($UFP4_CLI) and the corpus, exiting 77 (skip) without them, makes the folder
- * `work` (a mkdtemp template) and prepares WORK/data as byte-level shards. Returns 0 or -1. */
-static int cli_fixture_setup(char *work, const char **cli) {
+/* A cmocka group setup's part: finds the binary ($UFP4_CLI) and the corpus, exiting 77 (skip)
+ * without them, makes the folder `work` (a mkdtemp template), stores it in *state for
+ * cli_fixture_teardown, and prepares WORK/data as byte-level shards. Returns 0 or -1. */
+static inline int cli_fixture_setup(void **state, char *work, const char **cli) {
   *cli = getenv("UFP4_CLI");
   const char *src = getenv("UFP4_SOURCE_DIR");
   char corpus[4096];
@@ -38,8 +46,15 @@ static int cli_fixture_setup(char *work, const char **cli) {
     exit(77);
   }
   if (!mkdtemp(work)) return -1;
+  *state = work;
   static char out[1 << 16];
   return cli_run(out, sizeof out, "%s prepare --corpus %s --tokenizer bytes --out %s/data", *cli, corpus, work) ? -1 : 0;
+}
+
+/* A cmocka group teardown: removes the work folder the setup stored in *state. */
+static inline int cli_fixture_teardown(void **state) {
+  if (*state) ufp4_remove_tree(*state);
+  return 0;
 }
 
 #endif

@@ -1,16 +1,16 @@
-/* Shared by the MPI tests: finding the launcher (skip without MPI, fail under CI), launching a
- * program on N ranks, and a synthetic token shard that needs no corpus. */
+/* Shared by the MPI tests: finding the launcher (skip without MPI, fail under CI), the launcher
+ * prefix for N ranks (run it with cli_fixture.h's cli_run), and a synthetic token shard that needs
+ * no corpus. */
 #ifndef UFP4_TESTS_DIST_TEST_UTIL_H
 #define UFP4_TESTS_DIST_TEST_UTIL_H
 
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli_fixture.h"
 #include "ufp4/dist.h"
 #include "ufp4/shard.h"
 
@@ -45,24 +45,6 @@ static inline void dist_launcher(char *out, size_t size, int np) {
 #else
   snprintf(out, size, "false -np %d", np);
 #endif
-}
-
-/* Runs a shell command; exit status (-1 for a signal), with stdout and stderr in out. */
-static inline int dist_run(char *out, size_t size, const char *fmt, ...) {
-  char cmd[8192], full[8400];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(cmd, sizeof cmd, fmt, ap);
-  va_end(ap);
-  snprintf(full, sizeof full, "%s 2>&1", cmd);
-  FILE *p = popen(full, "r");
-  if (!p) return -1;
-  size_t n = fread(out, 1, size - 1, p);
-  out[n] = '\0';
-  while (fread(full, 1, sizeof full, p) > 0) {
-  }
-  int st = pclose(p);
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
 /* A learnable synthetic stream: token t+1 = (3 t + 1 + noise) mod vocab, noise in {0, 1, 2} from a

@@ -40,16 +40,7 @@ static int exists(const char *fmt, const char *arg) {
   return stat(path, &st) == 0;
 }
 
-static int setup(void **state) {
-  (void)state;
-  return cli_fixture_setup(work, &cli);
-}
-
-static int teardown(void **state) {
-  (void)state;
-  ufp4_remove_tree(work);
-  return 0;
-}
+static int setup(void **state) { return cli_fixture_setup(state, work, &cli); }
 
 #define TINY "--layers 1 --d-model 32 --heads 2 --ffn 64 --seq-len 32 --batch 4 --lr 3e-3 --warmup 2 --eval-batches 2 --no-progress"
 
@@ -167,5 +158,5 @@ int main(void) {
       cmocka_unit_test(test_drift),
       cmocka_unit_test(test_sweep),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, setup, cli_fixture_teardown);
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli_fixture.h"
+#include "train_test_util.h"
 #include "ufp4/fileio.h"
 
 static char work[] = "/tmp/ufp4_clitrain_XXXXXX";
@@ -21,16 +22,7 @@ static const char *cli;
 
 #define run cli_run
 
-static int setup(void **state) {
-  (void)state;
-  return cli_fixture_setup(work, &cli);
-}
-
-static int teardown(void **state) {
-  (void)state;
-  ufp4_remove_tree(work);
-  return 0;
-}
+static int setup(void **state) { return cli_fixture_setup(state, work, &cli); }
 
 static const char *model_flags =
     "--steps 200 --layers 2 --d-model 32 --heads 2 --ffn 64 --seq-len 32 --batch 8 --lr 3e-3 --warmup 10 "
@@ -88,14 +80,7 @@ static void test_resume_continues_run(void **state) {
   char a[8192], b[8192];
   snprintf(a, sizeof a, "%s/full/ckpt/step_00000020/model.safetensors", work);
   snprintf(b, sizeof b, "%s/part/ckpt/step_00000020/model.safetensors", work);
-  char *da, *db;
-  size_t na, nb;
-  assert_int_equal(ufp4_read_file(a, 1 << 26, &da, &na), 0);
-  assert_int_equal(ufp4_read_file(b, 1 << 26, &db, &nb), 0);
-  assert_int_equal(na, nb);
-  assert_memory_equal(da, db, na);
-  free(da);
-  free(db);
+  train_files_equal(a, b);
 }
 
 int main(void) {
@@ -104,5 +89,5 @@ int main(void) {
       cmocka_unit_test(test_eval_and_sample_checkpoint),
       cmocka_unit_test(test_resume_continues_run),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, setup, cli_fixture_teardown);
 }

@@ -110,7 +110,7 @@ static void run_on(int np) {
   char launch[512];
   static char out[1 << 16];
   dist_launcher(launch, sizeof launch, np);
-  int rc = dist_run(out, sizeof out, "%s %s --worker", launch, self);
+  int rc = cli_run(out, sizeof out, "%s %s --worker", launch, self);
   if (rc) fail_msg("%d ranks: exit %d: %s", np, rc, out);
   for (int r = 0; r < np; r++) {
     char want[64];

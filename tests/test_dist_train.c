@@ -67,13 +67,13 @@ static int data_worker(const char *dir) {
 /* ---- helpers ---- */
 
 static int setup(void **state) {
-  (void)state;
   cli = getenv("UFP4_CLI");
   if (!cli) {
     fprintf(stderr, "%s: needs UFP4_CLI (ctest sets it)\n", dist_in_ci() ? "FAILED" : "skipped");
     exit(dist_in_ci() ? 1 : 77);
   }
   if (!mkdtemp(work)) return -1;
+  *state = work;
   char path[PATH_MAX];
   snprintf(path, sizeof path, "%s/data", work);
   if (ufp4_mkdirs(path)) return -1;
@@ -86,15 +86,9 @@ static int setup(void **state) {
   return 0;
 }
 
-static int teardown(void **state) {
-  (void)state;
-  ufp4_remove_tree(work);
-  return 0;
-}
-
 /* Trains RUN (under work/) with the launcher prefix; returns the exit status, output in `out`. */
 static int train(const char *launch, const char *run, const char *flags) {
-  return dist_run(out, sizeof out, "%s %s train --data %s/data --out %s/%s %s", launch, cli, work, work, run, flags);
+  return cli_run(out, sizeof out, "%s %s train --data %s/data --out %s/%s %s", launch, cli, work, work, run, flags);
 }
 
 typedef struct {
@@ -207,17 +201,17 @@ static void test_two_ranks_repeat_bit_identical_and_resume(void **state) {
   char cmd[PATH_MAX];
   snprintf(cmd, sizeof cmd, "%s train --out %s/part --resume --steps 20", cli, work);
   /* A resume at another rank count is refused, naming the count it needs. */
-  int rc = dist_run(out, sizeof out, "%s", cmd);
+  int rc = cli_run(out, sizeof out, "%s", cmd);
   assert_int_equal(rc, 1);
   if (!strstr(out, "mpirun -np 2")) fail_msg("np=1 resume of an np=2 run: %s", out);
-  rc = dist_run(out, sizeof out, "%s %s", np2, cmd);
+  rc = cli_run(out, sizeof out, "%s %s", np2, cmd);
   if (rc) fail_msg("np=2 resume: %s", out);
   assert_same_file("rep_a", "part", "ckpt/step_00000020/model.safetensors");
   assert_same_file("rep_a", "part", "ckpt/step_00000020/optimizer.safetensors");
   /* Going the other way: an np=1 run resumed under np=2 is refused on every rank. */
   snprintf(flags, sizeof flags, "%s --recipe fp32 --batch 4 --steps 2 --eval-every 0 --eval-batches 2", tiny);
   if (train(np1, "one", flags)) fail_msg("np=1: %s", out);
-  rc = dist_run(out, sizeof out, "%s %s train --out %s/one --resume --steps 4", np2, cli, work);
+  rc = cli_run(out, sizeof out, "%s %s train --out %s/one --resume --steps 4", np2, cli, work);
   assert_true(rc != 0);
   if (!strstr(out, "rank 0 failed:") || !strstr(out, "written by a run of 1 rank"))
     fail_msg("np=2 resume of an np=1 run: %s", out);
@@ -229,7 +223,7 @@ static void test_failing_rank_stops_all(void **state) {
    * and rank 0 logged only the steps before it. */
   char dir[PATH_MAX];
   snprintf(dir, sizeof dir, "%s/datafail", work);
-  int rc = dist_run(out, sizeof out, "timeout 300 %s %s --data-worker %s", np2, self, dir);
+  int rc = cli_run(out, sizeof out, "timeout 300 %s %s --data-worker %s", np2, self, dir);
   if (rc) fail_msg("worker job: exit %d: %s", rc, out);
   for (int r = 0; r < 2; r++) {
     char want[256];
@@ -375,7 +369,7 @@ static void test_killed_rank_ends_job(void **state) {
   closedir(d);
   assert_true(complete >= 1);
   /* Every rank resumes from it. */
-  int rc = dist_run(out, sizeof out, "%s %s train --out %s --resume --steps %d --no-progress", np2, cli, run, latest + 5);
+  int rc = cli_run(out, sizeof out, "%s %s train --out %s --resume --steps %d --no-progress", np2, cli, run, latest + 5);
   if (rc) fail_msg("resume after the kill: %s", out);
   snprintf(ck, sizeof ck, "%s/ckpt/step_%08d/optimizer.safetensors", run, latest + 5);
   struct stat st;
@@ -394,5 +388,5 @@ int main(int argc, char **argv) {
       cmocka_unit_test(test_failing_rank_stops_all),
       cmocka_unit_test(test_killed_rank_ends_job),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, setup, cli_fixture_teardown);
 }

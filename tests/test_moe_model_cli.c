@@ -36,16 +36,7 @@ static cJSON *load_json(const char *path) {
   return j;
 }
 
-static int setup(void **state) {
-  (void)state;
-  return cli_fixture_setup(work, &cli);
-}
-
-static int teardown(void **state) {
-  (void)state;
-  ufp4_remove_tree(work);
-  return 0;
-}
+static int setup(void **state) { return cli_fixture_setup(state, work, &cli); }
 
 /* Every MoE line of diagnostics.jsonl: loads sum to k; the per-expert and aggregated records exist. */
 static void check_diagnostics(const char *path, int k) {
@@ -162,5 +153,5 @@ static void test_bad_moe_flags(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_train_moe), cmocka_unit_test(test_compare_moe),
                                      cmocka_unit_test(test_bad_moe_flags)};
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, setup, cli_fixture_teardown);
 }

@@ -24,16 +24,7 @@
 static char work[] = "/tmp/ufp4_relcli_XXXXXX";
 static const char *cli;
 
-static int setup(void **state) {
-  (void)state;
-  return cli_fixture_setup(work, &cli);
-}
-
-static int teardown(void **state) {
-  (void)state;
-  ufp4_remove_tree(work);
-  return 0;
-}
+static int setup(void **state) { return cli_fixture_setup(state, work, &cli); }
 
 /* Overwrites tensor `name` of a safetensors file with NaN, in place (the file's own layout). */
 static void poison(const char *path, const char *name) {
@@ -98,5 +89,5 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_nan_policy_stop_and_skip),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, setup, cli_fixture_teardown);
 }

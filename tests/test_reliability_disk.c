@@ -22,53 +22,27 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "train_test_util.h"
 #include "ufp4/checkpoint.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
 #include "ufp4/npy.h"
-#include "ufp4/philox.h"
-#include "ufp4/train.h"
 
-enum { V = 32, T = 16, B = 2 };
 #define FSIZE_LIMIT 16384 /* bytes: above config.json and metrics.jsonl, below a checkpoint */
 
-static int synth_batch(void *ctx, uint64_t index, int32_t *tokens) {
-  (void)ctx;
-  for (int b = 0; b < B; b++) {
-    int32_t x = (int32_t)(ufp4_philox_u32(5, index, (uint64_t)b) % V);
-    for (int t = 0; t <= T; t++) {
-      tokens[b * (T + 1) + t] = x;
-      x = (7 * x + 2) % V;
-    }
-  }
-  return 0;
-}
+static const train_synth synth = {.batch = 2, .seq = 16, .vocab = 32, .seed = 5, .mul = 7, .add = 2};
 
 static ufp4_train_config tiny(const char *dir, int steps) {
-  ufp4_train_config c = ufp4_train_config_default();
-  c.model.n_layers = 1;
-  c.model.d_model = 32;
-  c.model.n_heads = 2;
-  c.model.n_kv_heads = 2;
-  c.model.ffn_dim = 64;
-  c.model.seq_len = T;
-  c.model.vocab = V;
-  c.batch = B;
-  c.steps = steps;
+  ufp4_train_config c = train_tiny_config(dir, "fp32", &synth, steps);
   c.ckpt_every = 1;
   c.keep_ckpts = 10;
-  c.eval_every = 0;
-  c.eval_batches = 0;
-  c.progress = 0;
   c.optim.total_steps = 10;
-  snprintf(c.recipe, sizeof c.recipe, "fp32");
-  snprintf(c.out_dir, sizeof c.out_dir, "%s", dir);
   return c;
 }
 
 static int train(const char *dir, int steps, int resume) {
   ufp4_train_config c = tiny(dir, steps);
-  ufp4_data_source src = {synth_batch, NULL, NULL, NULL};
+  ufp4_data_source src = {train_synth_batch, (void *)&synth, NULL, NULL};
   ufp4_train_result r;
   return ufp4_train(&c, &src, resume, &r);
 }

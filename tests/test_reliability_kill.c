@@ -21,55 +21,33 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "train_test_util.h"
 #include "ufp4/checkpoint.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
-#include "ufp4/philox.h"
-#include "ufp4/train.h"
 
-enum { V = 256, T = 16, B = 2 };
-
-static int synth_batch(void *ctx, uint64_t index, int32_t *tokens) {
-  (void)ctx;
-  for (int b = 0; b < B; b++) {
-    int32_t x = (int32_t)(ufp4_philox_u32(11, index, (uint64_t)b) % V);
-    for (int t = 0; t <= T; t++) {
-      tokens[b * (T + 1) + t] = x;
-      x = (17 * x + 5) % V;
-    }
-  }
-  return 0;
-}
+static const train_synth synth = {.batch = 2, .seq = 16, .vocab = 256, .seed = 11, .mul = 17, .add = 5};
 
 /* About 1.1 M parameters: 4.3 MB of weights and 8.7 MB of AdamW state per checkpoint, which
  * with the fsyncs takes a good fraction of a second to save here. */
 static ufp4_train_config big(const char *dir, int steps, int ckpt_every) {
-  ufp4_train_config c = ufp4_train_config_default();
+  ufp4_train_config c = train_tiny_config(dir, "fp32", &synth, steps);
   c.model.n_layers = 4;
   c.model.d_model = 128;
   c.model.n_heads = 4;
   c.model.n_kv_heads = 4;
   c.model.ffn_dim = 512;
-  c.model.seq_len = T;
-  c.model.vocab = V;
-  c.batch = B;
-  c.steps = steps;
   c.optim.lr = 1e-3;
   c.optim.warmup_steps = 2;
   c.optim.total_steps = 1000;
-  c.eval_every = 0;
-  c.eval_batches = 0;
   c.ckpt_every = ckpt_every;
   c.keep_ckpts = 2;
-  c.progress = 0;
-  snprintf(c.recipe, sizeof c.recipe, "fp32");
-  snprintf(c.out_dir, sizeof c.out_dir, "%s", dir);
   return c;
 }
 
 static int train(const char *dir, int steps, int ckpt_every, int resume) {
   ufp4_train_config c = big(dir, steps, ckpt_every);
-  ufp4_data_source src = {synth_batch, NULL, NULL, NULL};
+  ufp4_data_source src = {train_synth_batch, (void *)&synth, NULL, NULL};
   ufp4_train_result r;
   int rc = ufp4_train(&c, &src, resume, &r);
   if (rc) fprintf(stderr, "train %s: %s\n", dir, ufp4_last_error());
@@ -210,14 +188,7 @@ static void test_kill_during_save(void **state) {
   char pa[512], pb[512];
   snprintf(pa, sizeof pa, "%s/ckpt/step_%08d/model.safetensors", run, final);
   snprintf(pb, sizeof pb, "%s/ckpt/step_%08d/model.safetensors", ref, final);
-  char *da, *db;
-  size_t na, nb;
-  assert_int_equal(ufp4_read_file(pa, SIZE_MAX, &da, &na), 0);
-  assert_int_equal(ufp4_read_file(pb, SIZE_MAX, &db, &nb), 0);
-  assert_int_equal(na, nb);
-  assert_memory_equal(da, db, na);
-  free(da);
-  free(db);
+  train_files_equal(pa, pb);
   ufp4_remove_tree(run);
   ufp4_remove_tree(ref);
 }

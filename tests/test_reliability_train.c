@@ -12,58 +12,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "train_test_util.h"
 #include "ufp4/error.h"
-#include "ufp4/fileio.h"
-#include "ufp4/philox.h"
 #include "ufp4/recipe.h"
-#include "ufp4/train.h"
 
-enum { V = 32, T = 16 };
-
-static int synth_batch(void *ctx, uint64_t index, int32_t *tokens) {
-  const int B = *(const int *)ctx;
-  for (int b = 0; b < B; b++) {
-    int32_t x = (int32_t)(ufp4_philox_u32(7, index, (uint64_t)b) % V);
-    for (int t = 0; t <= T; t++) {
-      tokens[b * (T + 1) + t] = x;
-      x = (3 * x + 1) % V;
-    }
-  }
-  return 0;
-}
+static const train_synth synth = {.batch = 2, .seq = 16, .vocab = 32, .seed = 7, .mul = 3, .add = 1};
 
 static ufp4_train_config tiny(const char *dir, int steps) {
-  ufp4_train_config c = ufp4_train_config_default();
-  c.model.n_layers = 1;
-  c.model.d_model = 32;
-  c.model.n_heads = 2;
-  c.model.n_kv_heads = 2;
-  c.model.ffn_dim = 64;
-  c.model.seq_len = T;
-  c.model.vocab = V;
-  c.batch = 2;
+  ufp4_train_config c = train_tiny_config(dir, "ufp4", &synth, steps);
   c.grad_accum = 2;
-  c.steps = steps;
   c.optim.lr = 1e-2;
   c.optim.warmup_steps = 2;
   c.optim.total_steps = 8;
-  c.eval_every = 0;
   c.eval_batches = 1;
-  c.progress = 0;
-  snprintf(c.recipe, sizeof c.recipe, "ufp4");
-  snprintf(c.out_dir, sizeof c.out_dir, "%s", dir);
   return c;
-}
-
-static void files_equal(const char *a, const char *b) {
-  char *da, *db;
-  size_t na, nb;
-  assert_int_equal(ufp4_read_file(a, 1 << 26, &da, &na), 0);
-  assert_int_equal(ufp4_read_file(b, 1 << 26, &db, &nb), 0);
-  assert_int_equal(na, nb);
-  assert_memory_equal(da, db, na);
-  free(da);
-  free(db);
 }
 
 /* The recipe under test really has what this file claims, so the test cannot silently weaken. */
@@ -83,8 +45,7 @@ static void test_resume_ufp4_bit_exact(void **state) {
   char a[] = "/tmp/ufp4_relA_XXXXXX", b[] = "/tmp/ufp4_relB_XXXXXX";
   assert_non_null(mkdtemp(a));
   assert_non_null(mkdtemp(b));
-  int B = 2;
-  ufp4_data_source src = {synth_batch, &B, synth_batch, &B};
+  ufp4_data_source src = {train_synth_batch, (void *)&synth, train_synth_batch, (void *)&synth};
   ufp4_train_result ra, rb;
   ufp4_train_config ca = tiny(a, 8);
   assert_int_equal(ufp4_train(&ca, &src, 0, &ra), 0);
@@ -99,7 +60,7 @@ static void test_resume_ufp4_bit_exact(void **state) {
     char pa[256], pb[256];
     snprintf(pa, sizeof pa, "%s/ckpt/step_00000008/%s", a, files[i]);
     snprintf(pb, sizeof pb, "%s/ckpt/step_00000008/%s", b, files[i]);
-    files_equal(pa, pb);
+    train_files_equal(pa, pb);
   }
   ufp4_remove_tree(a);
   ufp4_remove_tree(b);
@@ -110,8 +71,7 @@ static void test_resume_without_checkpoint(void **state) {
   (void)state;
   char a[] = "/tmp/ufp4_relC_XXXXXX";
   assert_non_null(mkdtemp(a));
-  int B = 2;
-  ufp4_data_source src = {synth_batch, &B, NULL, NULL};
+  ufp4_data_source src = {train_synth_batch, (void *)&synth, NULL, NULL};
   ufp4_train_result r;
   ufp4_train_config c = tiny(a, 2);
   assert_int_not_equal(ufp4_train(&c, &src, 1, &r), 0);

@@ -13,47 +13,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "train_test_util.h"
 #include "ufp4/checkpoint.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
-#include "ufp4/philox.h"
-#include "ufp4/train.h"
 
-enum { V = 32, T = 16 };
+enum { V = 32 };
 
-/* A deterministic "language": x_{t+1} = (5 x_t + 3) mod V from a random start. */
-static int synth_batch(void *ctx, uint64_t index, int32_t *tokens) {
-  const int B = *(const int *)ctx;
-  for (int b = 0; b < B; b++) {
-    int32_t x = (int32_t)(ufp4_philox_u32(99, index, (uint64_t)b) % V);
-    for (int t = 0; t <= T; t++) {
-      tokens[b * (T + 1) + t] = x;
-      x = (5 * x + 3) % V;
-    }
-  }
-  return 0;
-}
+/* x_{t+1} = (5 x_t + 3) mod V from a random start. */
+static const train_synth synth = {.batch = 4, .seq = 16, .vocab = V, .seed = 99, .mul = 5, .add = 3};
+static const ufp4_data_source synth_src = {train_synth_batch, (void *)&synth, train_synth_batch, (void *)&synth};
 
 static ufp4_train_config tiny(const char *dir, const char *recipe, int steps) {
-  ufp4_train_config c = ufp4_train_config_default();
+  ufp4_train_config c = train_tiny_config(dir, recipe, &synth, steps);
   c.model.n_layers = 2;
-  c.model.d_model = 32;
-  c.model.n_heads = 2;
-  c.model.n_kv_heads = 2;
-  c.model.ffn_dim = 64;
-  c.model.seq_len = T;
-  c.model.vocab = V;
-  c.batch = 4;
-  c.steps = steps;
   c.optim.lr = 1e-2;
   c.optim.min_lr = 1e-3;
   c.optim.warmup_steps = 5;
   c.optim.total_steps = 60;
   c.eval_every = 20;
   c.eval_batches = 2;
-  c.progress = 0;
-  snprintf(c.recipe, sizeof c.recipe, "%s", recipe);
-  snprintf(c.out_dir, sizeof c.out_dir, "%s", dir);
   return c;
 }
 
@@ -71,8 +50,7 @@ static void test_loss_falls_for_every_recipe(void **state) {
     char dir[] = "/tmp/ufp4_train_XXXXXX";
     assert_non_null(mkdtemp(dir));
     ufp4_train_config c = tiny(dir, recipes[i], 60);
-    int B = c.batch;
-    ufp4_data_source src = {synth_batch, &B, synth_batch, &B};
+    ufp4_data_source src = synth_src;
     ufp4_train_result r;
     assert_int_equal(ufp4_train(&c, &src, 0, &r), 0);
     assert_int_equal(r.steps_done, 60);
@@ -88,8 +66,7 @@ static void test_resume_is_bit_exact(void **state) {
   char a[] = "/tmp/ufp4_trainA_XXXXXX", b[] = "/tmp/ufp4_trainB_XXXXXX";
   assert_non_null(mkdtemp(a));
   assert_non_null(mkdtemp(b));
-  int B = 4;
-  ufp4_data_source src = {synth_batch, &B, synth_batch, &B};
+  ufp4_data_source src = synth_src;
   ufp4_train_result r, ra;
   /* Stochastic rounding on every operand: the streams must continue exactly too. */
   ufp4_train_config ca = tiny(a, "e2m1,sr=all", 30);
@@ -134,14 +111,7 @@ static void test_resume_is_bit_exact(void **state) {
   char ka[256], kb[256];
   snprintf(ka, sizeof ka, "%s/ckpt/step_00000030/model.safetensors", a);
   snprintf(kb, sizeof kb, "%s/ckpt/step_00000030/model.safetensors", b);
-  char *wa, *wb;
-  size_t na, nb;
-  assert_int_equal(ufp4_read_file(ka, 1 << 26, &wa, &na), 0);
-  assert_int_equal(ufp4_read_file(kb, 1 << 26, &wb, &nb), 0);
-  assert_int_equal(na, nb);
-  assert_memory_equal(wa, wb, na);
-  free(wa);
-  free(wb);
+  train_files_equal(ka, kb);
   ufp4_remove_tree(a);
   ufp4_remove_tree(b);
 }
@@ -153,8 +123,7 @@ static void test_run_folder(void **state) {
   ufp4_train_config c = tiny(dir, "ufp4,rht=wgrad", 12);
   c.ckpt_every = 4;
   c.keep_ckpts = 2;
-  int B = 4;
-  ufp4_data_source src = {synth_batch, &B, synth_batch, &B};
+  ufp4_data_source src = synth_src;
   ufp4_train_result r;
   assert_int_equal(ufp4_train(&c, &src, 0, &r), 0);
   char p[512];
@@ -206,8 +175,7 @@ static void test_diagnostics(void **state) {
   char a[] = "/tmp/ufp4_diagA_XXXXXX", b[] = "/tmp/ufp4_diagB_XXXXXX";
   assert_non_null(mkdtemp(a));
   assert_non_null(mkdtemp(b));
-  int B = 4;
-  ufp4_data_source src = {synth_batch, &B, NULL, NULL};
+  ufp4_data_source src = {train_synth_batch, (void *)&synth, NULL, NULL};
   ufp4_train_result ra, rb;
   ufp4_train_config ca = tiny(a, "e2m1", 6), cb = tiny(b, "e2m1", 6);
   cb.diag_every = 3;
@@ -245,8 +213,7 @@ static void test_nan_policy(void **state) {
   (void)state;
   char dir[] = "/tmp/ufp4_nan_XXXXXX";
   assert_non_null(mkdtemp(dir));
-  int B = 4;
-  ufp4_data_source src = {synth_batch, &B, NULL, NULL};
+  ufp4_data_source src = {train_synth_batch, (void *)&synth, NULL, NULL};
   ufp4_train_result r;
   ufp4_train_config c = tiny(dir, "fp32", 12);
   c.optim.lr = 1e30;

@@ -79,30 +79,24 @@ int ufp4_hf_config_write(const char *path, const ufp4_model_config *c) {
   return rc;
 }
 
-static int get_int(const cJSON *j, const char *path, const char *key, int required, int fallback, int *out) {
+/* An integer in [min, 1e9] (min is 0 or 1); missing or null: a format error when required, else
+ * fallback. */
+static int get_integer(const cJSON *j, const char *path, const char *key, int required, int min, int fallback,
+                       int *out) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
   if (!v || cJSON_IsNull(v)) {
     if (required) return ufp4_fail(UFP4_EFORMAT, "%s: missing \"%s\"", path, key);
     *out = fallback;
     return 0;
   }
-  if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 || v->valuedouble > 1e9)
-    return ufp4_fail(UFP4_EFORMAT, "%s: \"%s\" must be a positive integer", path, key);
+  if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < min || v->valuedouble > 1e9)
+    return ufp4_fail(UFP4_EFORMAT, "%s: \"%s\" must be a %s integer", path, key, min > 0 ? "positive" : "non-negative");
   *out = (int)v->valuedouble;
   return 0;
 }
 
-/* As get_int, but 0 is allowed. */
-static int get_count(const cJSON *j, const char *path, const char *key, int fallback, int *out) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-  if (!v || cJSON_IsNull(v)) {
-    *out = fallback;
-    return 0;
-  }
-  if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 0 || v->valuedouble > 1e9)
-    return ufp4_fail(UFP4_EFORMAT, "%s: \"%s\" must be a non-negative integer", path, key);
-  *out = (int)v->valuedouble;
-  return 0;
+static int get_int(const cJSON *j, const char *path, const char *key, int required, int fallback, int *out) {
+  return get_integer(j, path, key, required, 1, fallback, out);
 }
 
 static int get_float(const cJSON *j, const char *path, const char *key, float fallback, float *out) {
@@ -124,7 +118,7 @@ static int read_moe_keys(const cJSON *j, const char *path, ufp4_model_config *c)
   if ((rc = get_int(j, path, "num_experts", 0, 60, &c->moe_experts)) ||
       (rc = get_int(j, path, "num_experts_per_tok", 0, 4, &c->moe_top_k)) ||
       (rc = get_int(j, path, "moe_intermediate_size", 0, 1408, &c->moe_ffn)) ||
-      (rc = get_count(j, path, "shared_expert_intermediate_size", 5632, &c->moe_shared_ffn)) ||
+      (rc = get_integer(j, path, "shared_expert_intermediate_size", 0, 0, 5632, &c->moe_shared_ffn)) ||
       (rc = get_int(j, path, "decoder_sparse_step", 0, 1, &c->moe_every)) ||
       (rc = get_float(j, path, "router_aux_loss_coef", 0.001f, &c->moe_aux_coef)) ||
       (rc = get_float(j, path, "ufp4_moe_capacity_factor", 0.0f, &c->moe_capacity)) ||
@@ -242,6 +236,17 @@ static void extra(const ufp4_model_config *c, int i, ufp4_tensor_info *t) {
   t->count = t->shape[0] * t->shape[1];
 }
 
+/* A float32 safetensors entry of shape t holding data. */
+static void f32_tensor(ufp4_st_tensor *out, const ufp4_tensor_info *t, const float *data) {
+  out->name = t->name;
+  out->dtype = UFP4_ST_F32;
+  out->src = UFP4_ST_SRC_F32;
+  out->ndim = t->ndim;
+  out->shape[0] = t->shape[0];
+  out->shape[1] = t->shape[1];
+  out->data = data;
+}
+
 static int write_params(const char *path, ufp4_model *m) {
   const ufp4_model_config *c = ufp4_model_get_config(m);
   const int nt = ufp4_model_tensor_count(c), nx = n_extra(c);
@@ -257,23 +262,11 @@ static int write_params(const char *path, ufp4_model *m) {
   const float *p = ufp4_model_params(m);
   for (int i = 0; i < nt; i++) {
     ufp4_model_tensor(c, i, &info[i]);
-    ts[i].name = info[i].name;
-    ts[i].dtype = UFP4_ST_F32;
-    ts[i].src = UFP4_ST_SRC_F32;
-    ts[i].ndim = info[i].ndim;
-    ts[i].shape[0] = info[i].shape[0];
-    ts[i].shape[1] = info[i].shape[1];
-    ts[i].data = p + info[i].offset;
+    f32_tensor(&ts[i], &info[i], p + info[i].offset);
   }
   for (int i = nt; i < nt + nx; i++) {
     extra(c, i - nt, &info[i]);
-    ts[i].name = info[i].name;
-    ts[i].dtype = UFP4_ST_F32;
-    ts[i].src = UFP4_ST_SRC_F32;
-    ts[i].ndim = info[i].ndim;
-    ts[i].shape[0] = info[i].shape[0];
-    ts[i].shape[1] = info[i].shape[1];
-    ts[i].data = info[i].count ? zeros : NULL; /* every extra holds at most C floats */
+    f32_tensor(&ts[i], &info[i], info[i].count ? zeros : NULL); /* every extra holds at most C floats */
   }
   const ufp4_st_meta meta[] = {{"format", "pt"}, {"producer", "ufp4"}};
   int rc = ufp4_st_write(path, ts, (size_t)(nt + nx), meta, 2);
