@@ -166,4 +166,16 @@ put("hf_config", "minimal", json.dumps({k: hf[k] for k in ("model_type", "vocab_
 put("hf_config", "bad-headdim", json.dumps(dict(hf, head_dim=15)))
 put("hf_config", "bias", json.dumps(dict(hf, attention_bias=True)))
 put("hf_config", "gqa-bad", json.dumps(dict(hf, num_key_value_heads=3, rms_norm_eps="x")))
+# The Qwen2-MoE form that MoE checkpoints write (docs/MOE.md), and variants the reader must refuse.
+moe = dict(hf, architectures=["Qwen2MoeForCausalLM"], model_type="qwen2_moe", moe_intermediate_size=32,
+           shared_expert_intermediate_size=16, num_experts=4, num_experts_per_tok=2, norm_topk_prob=True,
+           decoder_sparse_step=1, mlp_only_layers=[], router_aux_loss_coef=0.01, output_router_logits=False,
+           use_sliding_window=False, sliding_window=32, max_window_layers=2, ufp4_moe_capacity_factor=1.25,
+           ufp4_moe_z_loss_coef=0.001)
+put("hf_config", "qwen2-moe", json.dumps(moe, indent=2))
+put("hf_config", "qwen2-moe-bad", json.dumps(dict(moe, num_experts_per_tok=3, mlp_only_layers=[0], norm_topk_prob=False)))
+train_moe = json.loads(json.dumps(train))
+train_moe["model"].update(moe_experts=4, moe_top_k=2, moe_ffn=32, moe_shared_ffn=16, moe_every=1, moe_capacity=1.25,
+                          moe_aux_coef=0.01, moe_z_coef=0.001)
+put("train_config", "moe", json.dumps(train_moe, indent=1))
 print("seed corpora written under", ROOT, file=sys.stderr)

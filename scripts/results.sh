@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Regenerates the runs behind docs/RESULTS.md: `scripts/results.sh [compare|ablation|sweep]...`
-# (all three by default; 30-60 minutes on 2 cores). Each part writes a report folder under
+# Regenerates the runs behind docs/RESULTS.md: `scripts/results.sh [compare|moe|ablation|sweep]...`
+# (all four by default; 40-70 minutes on 2 cores). Each part writes a report folder under
 # reports/results/; UFP4 overrides the binary, RESULTS the output folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -12,12 +12,15 @@ shards=data/shards/sotu-bpe2048
 [ -f $shards/train.tok ] || "$ufp4" prepare --corpus data/raw/sotu --tokenizer $tok --out $shards
 model=(--layers 2 --d-model 128 --heads 4 --ffn 384 --seq-len 128 --batch 8 --lr 2e-3 --warmup 20 --eval-batches 16)
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(compare ablation sweep)
+[ ${#parts[@]} -gt 0 ] || parts=(compare moe ablation sweep)
 for part in "${parts[@]}"; do
   case "$part" in
   compare) # The comparison: 3 seeds, bf16 baseline, fp32 control.
     "$ufp4" compare --data $shards --out "$out/compare" --recipes bf16,e2m1,nvfp4,ufp4 --seeds 3 \
       --steps 300 --final-steps 75 "${model[@]}" --no-progress ;;
+  moe) # The same model with MoE MLPs: 4 experts, top-2, each half as wide (equal active parameters).
+    "$ufp4" compare --data $shards --out "$out/moe" --recipes bf16,e2m1,ufp4 --seeds 3 \
+      --steps 300 --final-steps 75 "${model[@]}" --moe-experts 4 --moe-top-k 2 --moe-ffn 192 --no-progress ;;
   ablation) # The paper's Table 2 grid: RHT scope and SR scope, 2 seeds each.
     "$ufp4" compare --data $shards --out "$out/ablation-rht" --recipes e2m1,ufp4 --ablation rht-scope --seeds 2 --no-control \
       --steps 100 --final-steps 25 "${model[@]}" --no-progress
@@ -26,6 +29,6 @@ for part in "${parts[@]}"; do
   sweep) # A scaling sweep over three sizes.
     "$ufp4" sweep --data $shards --out "$out/sweep" --sizes 2x64,2x128,4x128 --recipes bf16,e2m1,ufp4 \
       --steps 150 --seq-len 128 --batch 8 --lr 2e-3 --warmup 20 --eval-batches 16 --no-progress ;;
-  *) echo "results.sh: unknown part '$part' (compare, ablation, sweep)" >&2; exit 2 ;;
+  *) echo "results.sh: unknown part '$part' (compare, moe, ablation, sweep)" >&2; exit 2 ;;
   esac
 done
