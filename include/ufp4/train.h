@@ -4,7 +4,9 @@
  * Run folder (out_dir):
  *   config.json     the fully resolved run configuration, recipe included
  *   metrics.jsonl   one JSON object per logged step: step, loss, lr, grad_norm, tokens_per_s,
- *                   ms_per_step (and comm_ms when world > 1); per evaluation: step, val_loss, val_ppl
+ *                   ms_per_step (and aux_loss for an MoE model, the objective terms that backward
+ *                   trains but loss leaves out; comm_ms when world > 1); per evaluation: step,
+ *                   val_loss, val_ppl
  *   diagnostics.jsonl     with diag_every > 0: operand, GEMM and drift measures (diagnostics.h)
  *   ckpt/step_NNNNNNNN/   checkpoints (checkpoint.h): Hugging Face loadable, plus optimizer state
  *
