@@ -113,6 +113,14 @@ int ufp4_cmd_train(int argc, char **argv) {
             cfg.model.n_layers, cfg.model.d_model, cfg.model.n_heads,
             cfg.model.n_kv_heads ? cfg.model.n_kv_heads : cfg.model.n_heads, cfg.model.ffn_dim, cfg.model.seq_len,
             cfg.batch, cfg.model.seq_len, cfg.grad_accum, cfg.steps);
+    if (cfg.model.moe_experts > 0)
+      fprintf(stderr,
+              "ufp4 train: MoE MLPs every %d layer(s): %d experts, top-%d, expert ffn %d, shared ffn %d, capacity %g%s, "
+              "aux %g, z %g\n",
+              cfg.model.moe_every, cfg.model.moe_experts, cfg.model.moe_top_k,
+              cfg.model.moe_ffn ? cfg.model.moe_ffn : cfg.model.ffn_dim, cfg.model.moe_shared_ffn,
+              cfg.model.moe_capacity, cfg.model.moe_capacity > 0 ? "" : " (dropless)", cfg.model.moe_aux_coef,
+              cfg.model.moe_z_coef);
     if (cfg.world > 1)
       fprintf(stderr, "ufp4 train: %d ranks, global batch %d sequences (%lld tokens) per step\n", cfg.world,
               cfg.batch * cfg.grad_accum * cfg.world,
