@@ -478,7 +478,8 @@ static void test_checkpoint_nonzero_bias(void **state) {
   ufp4_remove_tree(dir);
 }
 
-/* Qwen2-MoE configs ufp4 cannot follow are refused with the key named. */
+/* Qwen2-MoE configs ufp4 cannot follow are refused with the key named; missing keys take
+ * transformers' defaults. */
 static void test_hf_config_refusals(void **state) {
   (void)state;
   char dir[] = "/tmp/ufp4_moecfg_XXXXXX", path[4200];
@@ -512,6 +513,22 @@ static void test_hf_config_refusals(void **state) {
     }
     assert_true(rc < 0);
     if (!strstr(ufp4_last_error(), cases[i].needle)) fail_msg("case %zu: '%s' lacks '%s'", i, ufp4_last_error(), cases[i].needle);
+  }
+  /* A Llama config without tie_word_embeddings is untied, as LlamaConfig's default says; with the key
+   * it is what the key says. */
+  static const char *const llama =
+      "{\"model_type\":\"llama\",\"vocab_size\":13,\"hidden_size\":16,\"intermediate_size\":24,"
+      "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"max_position_embeddings\":8%s}";
+  const char *const tie_keys[] = {"", ",\"tie_word_embeddings\":true", ",\"tie_word_embeddings\":false"};
+  const int tie_want[] = {0, 1, 0};
+  for (int i = 0; i < 3; i++) {
+    char text[1024];
+    snprintf(text, sizeof text, llama, tie_keys[i]);
+    assert_int_equal(ufp4_write_file_atomic(path, text, strlen(text)), 0);
+    ufp4_model_config c;
+    assert_int_equal(ufp4_hf_config_read(path, &c), 0);
+    assert_int_equal(c.tie_embeddings, tie_want[i]);
+    assert_int_equal(c.moe_experts, 0);
   }
   ufp4_remove_tree(dir);
 }

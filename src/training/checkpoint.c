@@ -188,8 +188,9 @@ int ufp4_hf_config_read(const char *path, ufp4_model_config *c) {
     if (eps) c->rms_eps = cJSON_IsNumber(eps) ? (float)eps->valuedouble : -1.0f;
     if (theta) c->rope_theta = cJSON_IsNumber(theta) ? theta->valuedouble : -1.0;
     if (init) c->init_std = cJSON_IsNumber(init) ? (float)init->valuedouble : -1.0f;
-    /* Missing: 1 for llama as ufp4 always did; Qwen2MoeConfig's own default is false. */
-    c->tie_embeddings = tie ? cJSON_IsTrue(tie) : !moe;
+    /* Missing: false, the default of transformers' LlamaConfig and Qwen2MoeConfig alike, so a
+     * foreign config means here what it means there (ufp4 always writes the key). */
+    c->tie_embeddings = tie ? cJSON_IsTrue(tie) : 0;
     if ((rc = ufp4_model_config_check(c)))
       rc = with_path(UFP4_EFORMAT, path);
   }
