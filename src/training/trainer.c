@@ -100,14 +100,36 @@ static int latest_checkpoint(const char *run) {
   return best;
 }
 
-/* Removes checkpoints older than the `keep` most recent ones. */
+/* Finishes removals that a killed run left half done (folders named step_N.deleting). */
+static void remove_leftovers(const char *run) {
+  char dir[1200];
+  snprintf(dir, sizeof dir, "%s/ckpt", run);
+  DIR *d = opendir(dir);
+  if (!d) return;
+  struct dirent *e;
+  while ((e = readdir(d))) {
+    const size_t len = strlen(e->d_name), suffix = sizeof ".deleting" - 1;
+    if (strncmp(e->d_name, "step_", 5) || len <= suffix || strcmp(e->d_name + len - suffix, ".deleting")) continue;
+    char path[1600];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    ufp4_remove_tree(path);
+  }
+  closedir(d);
+}
+
+/* Removes checkpoints older than the `keep` most recent ones. Each is first renamed to
+ * step_N.deleting (atomic, and synced) and only then emptied, so a kill during the removal never
+ * leaves a folder under a checkpoint's name with some of its files gone. */
 static void prune_checkpoints(const char *run, int keep, int every, int newest) {
+  remove_leftovers(run);
   for (int step = newest - keep * every; step > 0 && every > 0; step -= every) {
-    char path[2200];
+    char path[2200], doomed[2300];
     if (ckpt_path(path, sizeof path, run, step)) return;
     struct stat st;
     if (stat(path, &st)) break;
-    ufp4_remove_tree(path);
+    snprintf(doomed, sizeof doomed, "%s.deleting", path);
+    if (rename(path, doomed) || ufp4_fsync_parent(path)) break;
+    ufp4_remove_tree(doomed);
   }
 }
 
