@@ -364,12 +364,8 @@ int ufp4_report_runs_load(const char *path, ufp4_report_run **runs, size_t *n) {
   *n = 0;
   char *text;
   size_t size;
-  int rc = ufp4_read_file(path, 64u << 20, &text, &size);
-  if (rc) {
-    char why[512];
-    snprintf(why, sizeof why, "%s", ufp4_last_error()); /* ufp4_fail overwrites it */
-    return ufp4_fail(rc, "%s: cannot read the run list (%s)", path, why);
-  }
+  int rc = rpt_read_file(path, 64u << 20, "the run list", &text, &size);
+  if (rc) return rc;
   cJSON *j = cJSON_ParseWithLength(text, size);
   free(text);
   const cJSON *arr = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, "runs") : j;

@@ -16,17 +16,23 @@
 const char *const rpt_operands[RPT_N_OPERANDS] = {"fprop.x", "fprop.w", "dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x"};
 const char *const rpt_gemms[RPT_N_GEMMS] = {"fprop", "dgrad", "wgrad"};
 
+int rpt_read_file(const char *path, size_t max, const char *what, char **text, size_t *size) {
+  int rc = ufp4_read_file(path, max, text, size);
+  if (rc) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", ufp4_last_error()); /* ufp4_fail overwrites it */
+    return ufp4_fail(rc, "%s: cannot read %s (%s)", path, what, why);
+  }
+  return 0;
+}
+
 int rpt_load_config(const char *dir, char *recipe, size_t recipe_size, long long *seed) {
   char path[4200];
   snprintf(path, sizeof path, "%s/config.json", dir);
   char *text;
   size_t size;
-  int rc = ufp4_read_file(path, 64u << 20, &text, &size);
-  if (rc) {
-    char why[512];
-    snprintf(why, sizeof why, "%s", ufp4_last_error()); /* ufp4_fail overwrites it */
-    return ufp4_fail(rc, "%s: cannot read the run configuration (%s)", path, why);
-  }
+  int rc = rpt_read_file(path, 64u << 20, "the run configuration", &text, &size);
+  if (rc) return rc;
   cJSON *j = cJSON_ParseWithLength(text, size);
   free(text);
   if (!j || !cJSON_IsObject(j)) {
@@ -99,12 +105,8 @@ int rpt_load_metrics(const char *dir, ufp4_series *train, ufp4_series *val, int 
   snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
   char *text;
   size_t size;
-  int rc = ufp4_read_file(path, SIZE_MAX, &text, &size);
-  if (rc) {
-    char why[512];
-    snprintf(why, sizeof why, "%s", ufp4_last_error()); /* ufp4_fail overwrites it */
-    return ufp4_fail(rc, "%s: cannot read the run's metrics (%s)", path, why);
-  }
+  int rc = rpt_read_file(path, SIZE_MAX, "the run's metrics", &text, &size);
+  if (rc) return rc;
   size_t tcap = 0, vcap = 0, line = 0;
   *skipped = 0;
   for (char *p = text; !rc && p < text + size;) {
@@ -202,12 +204,8 @@ int rpt_diag_load(const char *dir, struct ufp4_report_diag **out) {
   if (stat(path, &st) != 0 && errno == ENOENT) return 0;
   char *text;
   size_t size;
-  int rc = ufp4_read_file(path, SIZE_MAX, &text, &size);
-  if (rc) {
-    char why[512];
-    snprintf(why, sizeof why, "%s", ufp4_last_error()); /* ufp4_fail overwrites it */
-    return ufp4_fail(rc, "%s: cannot read diagnostics (%s)", path, why);
-  }
+  int rc = rpt_read_file(path, SIZE_MAX, "diagnostics", &text, &size);
+  if (rc) return rc;
   struct ufp4_report_diag *d = calloc(1, sizeof *d);
   if (!d) {
     free(text);

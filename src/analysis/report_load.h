@@ -6,6 +6,8 @@
 
 #include "ufp4/report.h"
 
+/* Reads a whole file (at most max bytes); a failure names the file and `what` it should hold. */
+int rpt_read_file(const char *path, size_t max, const char *what, char **text, size_t *size);
 /* config.json: the "recipe" string and "seed". */
 int rpt_load_config(const char *dir, char *recipe, size_t recipe_size, long long *seed);
 /* metrics.jsonl: train (non-skipped) and val series, sorted by step. A line that is not JSON but
