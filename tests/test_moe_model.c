@@ -530,6 +530,15 @@ static void test_hf_config_refusals(void **state) {
     assert_int_equal(c.tie_embeddings, tie_want[i]);
     assert_int_equal(c.moe_experts, 0);
   }
+  /* head_dim x heads is checked without int overflow (found by fuzz_hf_config under UBSan): here
+   * (2^29 + 2) x 8 wraps in 32 bits to exactly hidden_size 16, so a wrapped check would accept it. */
+  const char *const big = "{\"model_type\":\"llama\",\"vocab_size\":13,\"hidden_size\":16,\"intermediate_size\":24,"
+                          "\"num_hidden_layers\":2,\"num_attention_heads\":8,\"max_position_embeddings\":8,"
+                          "\"head_dim\":536870914}";
+  assert_int_equal(ufp4_write_file_atomic(path, big, strlen(big)), 0);
+  ufp4_model_config cb;
+  assert_true(ufp4_hf_config_read(path, &cb) < 0);
+  if (!strstr(ufp4_last_error(), "head_dim")) fail_msg("'%s' lacks 'head_dim'", ufp4_last_error());
   ufp4_remove_tree(dir);
 }
 

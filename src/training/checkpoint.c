@@ -181,7 +181,7 @@ int ufp4_hf_config_read(const char *path, ufp4_model_config *c) {
   } else {
     int head_dim;
     if ((rc = get_int(j, path, "head_dim", 0, c->d_model / c->n_heads, &head_dim)) == 0 &&
-        head_dim * c->n_heads != c->d_model)
+        (long long)head_dim * c->n_heads != c->d_model)
       rc = ufp4_fail(UFP4_EFORMAT, "%s: head_dim %d x heads %d != hidden_size %d", path, head_dim, c->n_heads, c->d_model);
   }
   if (!rc) {
