@@ -34,8 +34,10 @@ test: test-deps build data
 	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # Reliability (docs/RELIABILITY.md): the whole suite under ASan+UBSan, every parser under
-# libFuzzer for FUZZ_SECONDS each, and a valgrind memcheck of a representative subset.
+# libFuzzer for FUZZ_SECONDS each (or, with FUZZ_RUNS set, that many inputs from a fixed seed, as
+# CI does), and a valgrind memcheck of a representative subset.
 FUZZ_SECONDS ?= 60
+FUZZ_RUNS ?=
 ASAN_BUILD ?= build-asan
 sanitize: test-deps data
 	@cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=Release -DUFP4_SANITIZE=ON -DUFP4_MPI=OFF >/dev/null
@@ -44,7 +46,7 @@ sanitize: test-deps data
 	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 
 fuzz: test-deps
-	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_RUNS=$(FUZZ_RUNS) scripts/fuzz.sh
 
 valgrind: test-deps build data
 	@scripts/valgrind.sh $(BUILD)
