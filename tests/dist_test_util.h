@@ -78,4 +78,24 @@ static inline int dist_write_shard(const char *path, uint32_t vocab, size_t n, u
   return ufp4_shard_writer_commit(w, 1) ? -1 : 0;
 }
 
+/* A cmocka group setup's part: finds the binary ($UFP4_CLI; without it skip, or fail under CI),
+ * makes the folder `work` (a mkdtemp template) and stores it in *state for cli_fixture_teardown,
+ * and writes WORK/data/{train,val}.tok, synthetic shards over a vocabulary of 64. Returns 0 or -1. */
+static inline int dist_fixture_setup(void **state, char *work, const char **cli) {
+  *cli = getenv("UFP4_CLI");
+  if (!*cli) {
+    fprintf(stderr, "%s: needs UFP4_CLI (ctest sets it)\n", dist_in_ci() ? "FAILED" : "skipped");
+    exit(dist_in_ci() ? 1 : 77);
+  }
+  if (!mkdtemp(work)) return -1;
+  *state = work;
+  char path[4200];
+  snprintf(path, sizeof path, "%s/data", work);
+  if (ufp4_mkdirs(path)) return -1;
+  snprintf(path, sizeof path, "%s/data/train.tok", work);
+  if (dist_write_shard(path, 64, 60000, 1)) return -1;
+  snprintf(path, sizeof path, "%s/data/val.tok", work);
+  return dist_write_shard(path, 64, 8000, 2);
+}
+
 #endif

@@ -67,20 +67,7 @@ static int data_worker(const char *dir) {
 /* ---- helpers ---- */
 
 static int setup(void **state) {
-  cli = getenv("UFP4_CLI");
-  if (!cli) {
-    fprintf(stderr, "%s: needs UFP4_CLI (ctest sets it)\n", dist_in_ci() ? "FAILED" : "skipped");
-    exit(dist_in_ci() ? 1 : 77);
-  }
-  if (!mkdtemp(work)) return -1;
-  *state = work;
-  char path[PATH_MAX];
-  snprintf(path, sizeof path, "%s/data", work);
-  if (ufp4_mkdirs(path)) return -1;
-  snprintf(path, sizeof path, "%s/data/train.tok", work);
-  if (dist_write_shard(path, 64, 60000, 1)) return -1;
-  snprintf(path, sizeof path, "%s/data/val.tok", work);
-  if (dist_write_shard(path, 64, 8000, 2)) return -1;
+  if (dist_fixture_setup(state, work, &cli)) return -1;
   dist_launcher(np2, sizeof np2, 2);
   np1[0] = '\0';
   return 0;

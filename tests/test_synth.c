@@ -139,7 +139,7 @@ static void test_determinism(void **state) {
   (void)state;
   const size_t n = 100003;
   for (int d = 0; d < UFP4_DIST_COUNT; ++d) {
-    ufp4_synth_spec s = ufp4_synth_default((ufp4_dist)d, 77);
+    ufp4_synth_spec s = ufp4_synth_default((ufp4_synth_dist)d, 77);
     ufp4_set_threads(1);
     float *a = fill(s, n);
     ufp4_set_threads(2);
@@ -162,16 +162,16 @@ static void test_names_and_errors(void **state) {
   (void)state;
   const char *names[] = {"gaussian", "laplace", "student-t", "outliers"};
   for (int d = 0; d < UFP4_DIST_COUNT; ++d) {
-    ufp4_dist out;
-    assert_string_equal(ufp4_dist_name((ufp4_dist)d), names[d]);
-    assert_int_equal(ufp4_dist_parse(names[d], &out), 0);
+    ufp4_synth_dist out;
+    assert_string_equal(ufp4_synth_dist_name((ufp4_synth_dist)d), names[d]);
+    assert_int_equal(ufp4_synth_dist_parse(names[d], &out), 0);
     assert_int_equal(out, d);
   }
-  ufp4_dist out;
-  assert_int_equal(ufp4_dist_parse("normal", &out), UFP4_EINVAL);
+  ufp4_synth_dist out;
+  assert_int_equal(ufp4_synth_dist_parse("normal", &out), UFP4_EINVAL);
   assert_non_null(strstr(ufp4_last_error(), "normal"));
-  assert_int_equal(ufp4_dist_parse("", &out), UFP4_EINVAL);
-  assert_int_equal(ufp4_dist_parse(NULL, &out), UFP4_EINVAL);
+  assert_int_equal(ufp4_synth_dist_parse("", &out), UFP4_EINVAL);
+  assert_int_equal(ufp4_synth_dist_parse(NULL, &out), UFP4_EINVAL);
 
   float x[8];
   ufp4_synth_spec s = ufp4_synth_default(UFP4_DIST_STUDENT_T, 1);
@@ -190,7 +190,7 @@ static void test_names_and_errors(void **state) {
   s.outlier_frac = 0.1;
   s.outlier_scale = NAN;
   assert_int_equal(ufp4_synth_fill(&s, x, 8), UFP4_EINVAL);
-  s = ufp4_synth_default((ufp4_dist)UFP4_DIST_COUNT, 1);
+  s = ufp4_synth_default((ufp4_synth_dist)UFP4_DIST_COUNT, 1);
   assert_int_equal(ufp4_synth_fill(&s, x, 8), UFP4_EINVAL);
   s = ufp4_synth_default(UFP4_DIST_GAUSSIAN, 1);
   assert_int_equal(ufp4_synth_fill(&s, NULL, 8), UFP4_EINVAL);

@@ -35,6 +35,9 @@ typedef struct ufp4_dist ufp4_dist;
 int ufp4_dist_have_mpi(void);
 /* 1 when the environment says a launcher started this process (whether or not it has MPI). */
 int ufp4_dist_launched(void);
+/* The number of ranks the launcher announces (OMPI_COMM_WORLD_SIZE or PMI_SIZE), 0 when it says
+ * none: lets a program refuse a multi-rank launch before joining it. */
+long ufp4_dist_launched_ranks(void);
 
 /* The process's communicator, initialized on the first call (later calls return the same one):
  * MPI's world when launched by mpirun, otherwise rank 0 of 1. Fails when launched as more than one

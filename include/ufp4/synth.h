@@ -19,19 +19,19 @@ typedef enum {
   UFP4_DIST_OUTLIERS,     /* N(0, 1) with a fraction `outlier_frac` of entries multiplied by
                              `outlier_scale` (defaults 0.01 and 20) */
   UFP4_DIST_COUNT
-} ufp4_dist;
+} ufp4_synth_dist;
 
 typedef struct {
-  ufp4_dist dist;
+  ufp4_synth_dist dist;
   double dof;           /* student-t, default 3 */
   double outlier_frac;  /* default 0.01 */
   double outlier_scale; /* default 20 */
   uint64_t seed;
 } ufp4_synth_spec;
 
-ufp4_synth_spec ufp4_synth_default(ufp4_dist dist, uint64_t seed);
-const char *ufp4_dist_name(ufp4_dist d); /* "gaussian", "laplace", "student-t", "outliers" */
-int ufp4_dist_parse(const char *name, ufp4_dist *out);
+ufp4_synth_spec ufp4_synth_default(ufp4_synth_dist dist, uint64_t seed);
+const char *ufp4_synth_dist_name(ufp4_synth_dist d); /* "gaussian", "laplace", "student-t", "outliers" */
+int ufp4_synth_dist_parse(const char *name, ufp4_synth_dist *out);
 /* Fills n floats. Returns 0 or UFP4_EINVAL. */
 int ufp4_synth_fill(const ufp4_synth_spec *s, float *x, size_t n);
 

@@ -29,7 +29,7 @@
 static const char *const dist_names[UFP4_DIST_COUNT] = {"gaussian", "laplace", "student-t",
                                                         "outliers"};
 
-ufp4_synth_spec ufp4_synth_default(ufp4_dist dist, uint64_t seed) {
+ufp4_synth_spec ufp4_synth_default(ufp4_synth_dist dist, uint64_t seed) {
   ufp4_synth_spec s;
   memset(&s, 0, sizeof s);
   s.dist = dist;
@@ -40,15 +40,15 @@ ufp4_synth_spec ufp4_synth_default(ufp4_dist dist, uint64_t seed) {
   return s;
 }
 
-const char *ufp4_dist_name(ufp4_dist d) {
+const char *ufp4_synth_dist_name(ufp4_synth_dist d) {
   return ((int)d >= 0 && d < UFP4_DIST_COUNT) ? dist_names[d] : "unknown";
 }
 
-int ufp4_dist_parse(const char *name, ufp4_dist *out) {
-  if (!name || !out) return ufp4_fail(UFP4_EINVAL, "ufp4_dist_parse: NULL argument");
+int ufp4_synth_dist_parse(const char *name, ufp4_synth_dist *out) {
+  if (!name || !out) return ufp4_fail(UFP4_EINVAL, "ufp4_synth_dist_parse: NULL argument");
   for (int i = 0; i < UFP4_DIST_COUNT; ++i) {
     if (strcmp(name, dist_names[i]) == 0) {
-      *out = (ufp4_dist)i;
+      *out = (ufp4_synth_dist)i;
       return UFP4_OK;
     }
   }
@@ -114,7 +114,7 @@ int ufp4_synth_fill(const ufp4_synth_spec *s, float *x, size_t n) {
   int st = check_spec(s, &dof);
   if (st) return st;
   const uint64_t seed = s->seed;
-  const ufp4_dist dist = s->dist;
+  const ufp4_synth_dist dist = s->dist;
   /* The outlier test compares the 24-bit uniform in float, as drawn. */
   const double frac = s->outlier_frac;
   const float scale = (float)s->outlier_scale;

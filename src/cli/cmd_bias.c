@@ -43,7 +43,7 @@ static void usage(FILE *out) {
 }
 
 typedef struct {
-  ufp4_dist dist;
+  ufp4_synth_dist dist;
   size_t rows, cols;
   double dof, outlier_frac, outlier_scale;
   int dof_set, frac_set, oscale_set;
@@ -104,7 +104,7 @@ static int parse_args(int argc, char **argv, bias_opts *o) {
       if (r < 0) return 2;
     } else if ((r = cli_value(argc, argv, &i, "--dist", &v))) {
       if (r < 0) return 2;
-      if (ufp4_dist_parse(v, &o->dist) != 0) {
+      if (ufp4_synth_dist_parse(v, &o->dist) != 0) {
         fprintf(stderr, "ufp4 bias: --dist: unknown distribution '%s'\n", v);
         return 2;
       }
@@ -161,7 +161,7 @@ static const char *input_desc(const bias_opts *o, char *buf, size_t n) {
     snprintf(buf, n, "student-t (dof %g), %zu x %zu, seed %llu", o->dof, o->rows, o->cols,
              (unsigned long long)o->q.fmt.seed);
   } else {
-    snprintf(buf, n, "%s, %zu x %zu, seed %llu", ufp4_dist_name(o->dist), o->rows, o->cols,
+    snprintf(buf, n, "%s, %zu x %zu, seed %llu", ufp4_synth_dist_name(o->dist), o->rows, o->cols,
              (unsigned long long)o->q.fmt.seed);
   }
   return buf;
@@ -243,7 +243,7 @@ static int print_json(const bias_opts *o, const bias_row *rows, int n_rows) {
   if (o->in) {
     cJSON_AddStringToObject(in, "file", o->in);
   } else {
-    cJSON_AddStringToObject(in, "dist", ufp4_dist_name(o->dist));
+    cJSON_AddStringToObject(in, "dist", ufp4_synth_dist_name(o->dist));
     cJSON_AddNumberToObject(in, "seed", (double)o->q.fmt.seed);
     if (o->dist == UFP4_DIST_STUDENT_T) cJSON_AddNumberToObject(in, "dof", o->dof);
     if (o->dist == UFP4_DIST_OUTLIERS) {

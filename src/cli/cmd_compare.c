@@ -8,6 +8,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/run_share.h"
 #include "cli/train_flags.h"
 #include "ufp4/data_source.h"
 #include "ufp4/error.h"
@@ -25,7 +26,8 @@ static void usage(FILE *out) {
           "Trains the same model on the same data in the same order under each recipe and seed, plus the\n"
           "bf16 baseline and an fp32 control (the noise floor of the metric), then writes REPORT/report.md,\n"
           "report.html, report.json and plots, and prints the table. Seed s of every recipe shares the init,\n"
-          "the data order and the stochastic-rounding streams.\n\n"
+          "the data order and the stochastic-rounding streams. Under mpirun the runs are shared out over the\n"
+          "ranks (docs/DISTRIBUTED.md) and the report is the same.\n\n"
           "  --recipes LIST      recipes to compare with bf16 (';'-separated when a spec holds commas)\n"
           "  --seeds N           seeds per recipe (default 3): seed, seed+1, ...\n"
           "  --final-steps N     averaging window of the relative error (default: last 20%% of the steps)\n"
@@ -158,41 +160,51 @@ int ufp4_cmd_compare(int argc, char **argv) {
   }
   if (base.diag_every < 0) base.diag_every = base.steps >= 4 ? base.steps / 4 : 1;
   if (!final_steps) final_steps = base.steps / 5 > 0 ? base.steps / 5 : 1;
-  if ((rc = ufp4_mkdirs(out_dir))) {
+  cli_run_share share;
+  if ((rc = cli_run_share_begin(&share, base.threads)) || (rc = ufp4_mkdirs(out_dir))) {
     fprintf(stderr, "ufp4 compare: %s\n", ufp4_last_error());
     return 1;
   }
+  const int rank0 = share.rank == 0;
   const int total_runs = n * (int)seeds;
+  const int own_runs = total_runs / share.world + (share.rank < total_runs % share.world);
   ufp4_report_run *runs = calloc((size_t)total_runs, sizeof *runs);
   if (!runs) return 1;
-  fprintf(stderr, "ufp4 compare: %d recipes x %ld seeds = %d runs of %d steps into %s\n", n, seeds, total_runs,
-          base.steps, out_dir);
+  if (rank0)
+    fprintf(stderr, "ufp4 compare: %d recipes x %ld seeds = %d runs of %d steps into %s%s\n", n, seeds, total_runs,
+            base.steps, out_dir, share.world > 1 ? ", shared out over the ranks" : "");
+  /* Progress and ETA come from rank 0's share, which is as long as any other's to within a run. */
+  if (!rank0) base.progress = 0;
   const double t0 = now_s();
-  int done = 0;
+  int done = 0, own_done = 0;
   for (long s = 0; s < seeds && !rc; s++) {
     for (int k = 0; k < n && !rc; k++) {
+      const int mine = cli_run_share_mine(&share, done);
       ufp4_train_config cfg = base;
       cfg.seed = base.seed + (uint64_t)s;
       snprintf(cfg.recipe, sizeof cfg.recipe, "%.511s", list[k].spec);
       char name[400];
       dir_name(list[k].spec, name, sizeof name);
       snprintf(cfg.out_dir, sizeof cfg.out_dir, "%s/runs/%s/seed%llu", out_dir, name, (unsigned long long)cfg.seed);
-      snprintf(cfg.progress_label, sizeof cfg.progress_label, "run %d/%d %s seed %llu", done + 1, total_runs,
+      snprintf(cfg.progress_label, sizeof cfg.progress_label, "run %d/%d %s seed %llu", own_done + 1, own_runs,
                list[k].label, (unsigned long long)cfg.seed);
       const double elapsed = now_s() - t0;
-      cfg.eta_after_s = done ? elapsed / done * (total_runs - done - 1) : 0;
+      cfg.eta_after_s = own_done ? elapsed / own_done * (own_runs - own_done - 1) : 0;
       ufp4_train_result res;
-      if ((rc = ufp4_train_shards(&cfg, data_dir, 0, &res))) break;
+      if (mine && (rc = ufp4_train_shards(&cfg, data_dir, 0, &res))) break;
+      own_done += mine;
       ufp4_report_run *run = &runs[done++];
       snprintf(run->recipe, sizeof run->recipe, "%.255s", list[k].label);
       run->seed = (long long)cfg.seed;
       snprintf(run->dir, sizeof run->dir, "%s", cfg.out_dir);
     }
   }
-  if (rc) {
-    fprintf(stderr, "ufp4 compare: %s\n", ufp4_last_error());
+  /* Every rank's runs are on disk (or one failed) before rank 0 reads them all. */
+  if ((rc = cli_run_share_agree(&share, rc)) || !rank0) {
+    if (rc && rank0) fprintf(stderr, "ufp4 compare: %s\n", ufp4_last_error());
     free(runs);
-    return 1;
+    cli_run_share_end(&share);
+    return rc ? 1 : 0;
   }
   char command[8192] = "ufp4";
   size_t len = strlen(command);
@@ -211,6 +223,7 @@ int ufp4_cmd_compare(int argc, char **argv) {
   }
   ufp4_report_free(report);
   free(runs);
+  cli_run_share_end(&share);
   if (rc) {
     fprintf(stderr, "ufp4 compare: %s\n", ufp4_last_error());
     return 1;

@@ -7,6 +7,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/run_share.h"
 #include "cli/train_flags.h"
 #include "ufp4/data_source.h"
 #include "ufp4/error.h"
@@ -28,7 +29,8 @@ static void usage(FILE *out) {
           "data and steps, and fits L(C) = a C^-b + c per recipe, with C = 6 N D the training FLOPs (N the\n"
           "parameters outside the embedding, D the tokens seen). Reports the final validation loss (mean over\n"
           "seeds), the gap of each recipe to bf16 at each size, the fits, and plots loss and gap against C into\n"
-          "OUTDIR (sweep.md, sweep.json, sweep_loss.svg/png, sweep_gap.svg/png, runs/).\n\n"
+          "OUTDIR (sweep.md, sweep.json, sweep_loss.svg/png, sweep_gap.svg/png, runs/). Under mpirun the runs\n"
+          "are shared out over the ranks (docs/DISTRIBUTED.md) and the results are the same.\n\n"
           "train flags (as ufp4 train):\n");
   ufp4_train_flags_usage(out);
 }
@@ -103,10 +105,20 @@ int ufp4_cmd_sweep(int argc, char **argv) {
   double loss[MAX_SIZES][MAX_RECIPES] = {{0}}, flops[MAX_SIZES] = {0};
   size_t params[MAX_SIZES] = {0};
   const int total = ns * nr * (int)seeds;
-  int done = 0;
+  /* The final loss of run j, filled by the rank that runs it and then summed over the ranks. */
+  double *run_loss = calloc((size_t)total, sizeof *run_loss);
+  cli_run_share share;
+  if (!run_loss || (rc = cli_run_share_begin(&share, base.threads))) {
+    fprintf(stderr, "ufp4 sweep: %s\n", run_loss ? ufp4_last_error() : "out of memory");
+    free(run_loss);
+    return 1;
+  }
+  const int own_total = total / share.world + (share.rank < total % share.world);
+  if (share.rank) base.progress = 0;
+  int done = 0, own_done = 0;
   for (int si = 0; si < ns && !rc; si++) {
     for (int k = 0; k < nr && !rc; k++) {
-      for (long s = 0; s < seeds && !rc; s++) {
+      for (long s = 0; s < seeds && !rc; s++, done++) {
         ufp4_train_config cfg = base;
         cfg.model.n_layers = sizes[si].layers;
         cfg.model.d_model = sizes[si].width;
@@ -117,21 +129,28 @@ int ufp4_cmd_sweep(int argc, char **argv) {
         snprintf(cfg.recipe, sizeof cfg.recipe, "%s", recipes[k]);
         snprintf(cfg.out_dir, sizeof cfg.out_dir, "%s/runs/%dx%d/%s/seed%llu", out_dir, sizes[si].layers,
                  sizes[si].width, recipes[k], (unsigned long long)cfg.seed);
-        snprintf(cfg.progress_label, sizeof cfg.progress_label, "run %d/%d %dx%d %s seed %llu", done + 1, total,
-                 sizes[si].layers, sizes[si].width, recipes[k], (unsigned long long)cfg.seed);
-        ufp4_train_result res;
-        if ((rc = ufp4_train_shards(&cfg, data_dir, 0, &res))) break;
-        loss[si][k] += (isnan(res.final_val_loss) ? res.final_loss : res.final_val_loss) / seeds;
+        snprintf(cfg.progress_label, sizeof cfg.progress_label, "run %d/%d %dx%d %s seed %llu", own_done + 1,
+                 own_total, sizes[si].layers, sizes[si].width, recipes[k], (unsigned long long)cfg.seed);
         params[si] = ufp4_model_param_count(&cfg.model) - (size_t)cfg.model.vocab * cfg.model.d_model;
         flops[si] = 6.0 * (double)params[si] * cfg.steps * cfg.batch * cfg.grad_accum * cfg.model.seq_len;
-        done++;
+        if (!cli_run_share_mine(&share, done)) continue;
+        ufp4_train_result res;
+        if ((rc = ufp4_train_shards(&cfg, data_dir, 0, &res))) break;
+        run_loss[done] = isnan(res.final_val_loss) ? res.final_loss : res.final_val_loss;
+        own_done++;
       }
     }
   }
-  if (rc) {
-    fprintf(stderr, "ufp4 sweep: %s\n", ufp4_last_error());
-    return 1;
+  if (!(rc = cli_run_share_agree(&share, rc))) rc = cli_run_share_gather(&share, run_loss, (size_t)total);
+  if (rc || share.rank) {
+    if (rc && !share.rank) fprintf(stderr, "ufp4 sweep: %s\n", ufp4_last_error());
+    free(run_loss);
+    cli_run_share_end(&share);
+    return rc ? 1 : 0;
   }
+  cli_run_share_end(&share);
+  for (int j = 0; j < total; j++) loss[j / (nr * (int)seeds)][j / (int)seeds % nr] += run_loss[j] / seeds;
+  free(run_loss);
   ufp4_power_fit fits[MAX_RECIPES];
   int fitted[MAX_RECIPES] = {0};
   for (int k = 0; k < nr; k++) {

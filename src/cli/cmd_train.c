@@ -1,15 +1,14 @@
 /* ufp4 train: pretrain a Llama-style model on token shards under a recipe. */
 #include <math.h>
-#include <omp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/run_share.h"
 #include "cli/train_flags.h"
 #include "ufp4/data_source.h"
-#include "ufp4/dist.h"
 #include "ufp4/error.h"
 #include "ufp4/recipe.h"
 #include "ufp4/train.h"
@@ -91,18 +90,14 @@ int ufp4_cmd_train(int argc, char **argv) {
     return 2;
   }
   if (cfg.optim.total_steps <= 0) cfg.optim.total_steps = cfg.steps; /* the cosine ends with the run */
-  ufp4_dist *comm;
-  if (ufp4_dist_init(&comm)) {
+  /* One run over all ranks (data parallel); the ranks of a node share its cores. */
+  cli_run_share share;
+  if (cli_run_share_begin(&share, cfg.threads)) {
     fprintf(stderr, "ufp4 train: %s\n", ufp4_last_error());
     return 1;
   }
-  cfg.rank = ufp4_dist_rank(comm);
-  cfg.world = ufp4_dist_world(comm);
-  /* Ranks on one node share its cores unless told otherwise (one thread each on this 2-core box). */
-  if (cfg.threads == 0 && ufp4_dist_local_world(comm) > 1 && !getenv("OMP_NUM_THREADS")) {
-    int t = omp_get_num_procs() / ufp4_dist_local_world(comm);
-    omp_set_num_threads(t > 1 ? t : 1);
-  }
+  cfg.rank = share.rank;
+  cfg.world = share.world;
   const int rank0 = cfg.rank == 0;
   if (!rank0) cfg.progress = 0;
   char resolved[512];
@@ -135,6 +130,6 @@ int ufp4_cmd_train(int argc, char **argv) {
   if (!rc && rank0)
     printf("steps %d  final loss %.4f  val loss %.4f  %.0f tokens/s  skipped %d  run %s\n", res.steps_done,
            res.final_loss, res.final_val_loss, res.tokens_per_s, res.skipped_steps, cfg.out_dir);
-  ufp4_dist_finalize();
+  cli_run_share_end(&share);
   return rc ? 1 : 0;
 }

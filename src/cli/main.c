@@ -3,28 +3,30 @@
 #include <string.h>
 
 #include "cli/commands.h"
+#include "ufp4/dist.h"
 #include "ufp4/ufp4.h"
 
 typedef struct {
   const char *name;
   int (*run)(int argc, char **argv);
   const char *summary;
+  int ranks; /* 1: may run under a multi-rank launch (the command shares its work over the ranks) */
 } command;
 
 static const command commands[] = {
-    {"formats", ufp4_cmd_formats, "print each grid's levels, bin edges and per-bin geometric bias"},
-    {"bias", ufp4_cmd_bias, "measure every grid on a tensor, with and without RHT (and --layers K)"},
-    {"quantize", ufp4_cmd_quantize, "quantize a float32 .npy tensor and write the dequantized .npy"},
-    {"bench", ufp4_cmd_bench, "benchmark the quantizers (G elements/s, RHT fusion, threads)"},
-    {"tokenizer", ufp4_cmd_tokenizer, "train a BPE tokenizer, or encode/decode text with one"},
-    {"prepare", ufp4_cmd_prepare, "tokenize a corpus into train and validation token shards"},
-    {"train", ufp4_cmd_train, "pretrain a Llama-style model under a 4-bit recipe"},
-    {"eval", ufp4_cmd_eval, "validation loss and perplexity of a checkpoint on a shard"},
-    {"sample", ufp4_cmd_sample, "generate text from a checkpoint"},
-    {"compare", ufp4_cmd_compare, "BF16-relative loss error of 4-bit recipes over seeds, with a report"},
-    {"sweep", ufp4_cmd_sweep, "scaling study: sizes x recipes, power-law fits, FP4-to-BF16 gap vs compute"},
-    {"drift", ufp4_cmd_drift, "forward drift through depth of a checkpoint under each recipe"},
-    {"report", ufp4_cmd_report, "rebuild a comparison report from finished run folders"},
+    {"formats", ufp4_cmd_formats, "print each grid's levels, bin edges and per-bin geometric bias", 0},
+    {"bias", ufp4_cmd_bias, "measure every grid on a tensor, with and without RHT (and --layers K)", 0},
+    {"quantize", ufp4_cmd_quantize, "quantize a float32 .npy tensor and write the dequantized .npy", 0},
+    {"bench", ufp4_cmd_bench, "benchmark the quantizers (G elements/s, RHT fusion, threads)", 0},
+    {"tokenizer", ufp4_cmd_tokenizer, "train a BPE tokenizer, or encode/decode text with one", 0},
+    {"prepare", ufp4_cmd_prepare, "tokenize a corpus into train and validation token shards", 0},
+    {"train", ufp4_cmd_train, "pretrain a Llama-style model under a 4-bit recipe", 1},
+    {"eval", ufp4_cmd_eval, "validation loss and perplexity of a checkpoint on a shard", 0},
+    {"sample", ufp4_cmd_sample, "generate text from a checkpoint", 0},
+    {"compare", ufp4_cmd_compare, "BF16-relative loss error of 4-bit recipes over seeds, with a report", 1},
+    {"sweep", ufp4_cmd_sweep, "scaling study: sizes x recipes, power-law fits, FP4-to-BF16 gap vs compute", 1},
+    {"drift", ufp4_cmd_drift, "forward drift through depth of a checkpoint under each recipe", 0},
+    {"report", ufp4_cmd_report, "rebuild a comparison report from finished run folders", 0},
 };
 enum { n_commands = sizeof commands / sizeof commands[0] };
 
@@ -56,8 +58,16 @@ int main(int argc, char **argv) {
     printf("ufp4 %s\n", UFP4_VERSION);
     return 0;
   }
-  for (int i = 0; i < n_commands; i++)
-    if (!strcmp(name, commands[i].name)) return commands[i].run(argc - 1, argv + 1);
+  for (int i = 0; i < n_commands; i++) {
+    if (strcmp(name, commands[i].name)) continue;
+    /* N copies of a one-process command would write the same files at once. */
+    if (!commands[i].ranks && ufp4_dist_launched_ranks() > 1) {
+      fprintf(stderr, "ufp4 %s: launched as one of %ld ranks, but only train, compare and sweep use several; "
+                      "run it without mpirun\n", name, ufp4_dist_launched_ranks());
+      return 2;
+    }
+    return commands[i].run(argc - 1, argv + 1);
+  }
   fprintf(stderr, "ufp4: '%s' is not a command\n", name);
   usage(stderr);
   return 2;

@@ -39,8 +39,7 @@ int ufp4_dist_have_mpi(void) {
 #endif
 }
 
-/* The world size the launcher announces, 0 when unknown (PMIx without a size variable). */
-static long launcher_size(void) {
+long ufp4_dist_launched_ranks(void) {
   const char *names[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"};
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
     const char *v = getenv(names[i]);
@@ -51,7 +50,7 @@ static long launcher_size(void) {
 
 int ufp4_dist_launched(void) {
   const char *pmix = getenv("PMIX_RANK");
-  return launcher_size() > 0 || (pmix && *pmix);
+  return ufp4_dist_launched_ranks() > 0 || (pmix && *pmix);
 }
 
 static int reserve_tmp(ufp4_dist *d, size_t bytes) {
@@ -85,7 +84,7 @@ int ufp4_dist_init(ufp4_dist **out) {
   the_dist.bucket = DEFAULT_BUCKET;
   if (ufp4_dist_launched()) {
     if (!ufp4_dist_have_mpi()) {
-      long n = launcher_size();
+      long n = ufp4_dist_launched_ranks();
       if (n > 1)
         return ufp4_fail(UFP4_EINVAL,
                          "dist: launched as one of %ld ranks, but this ufp4 was built without MPI "
