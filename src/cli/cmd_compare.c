@@ -161,15 +161,20 @@ int ufp4_cmd_compare(int argc, char **argv) {
   if (base.diag_every < 0) base.diag_every = base.steps >= 4 ? base.steps / 4 : 1;
   if (!final_steps) final_steps = base.steps / 5 > 0 ? base.steps / 5 : 1;
   cli_run_share share;
-  if ((rc = cli_run_share_begin(&share, base.threads)) || (rc = ufp4_mkdirs(out_dir))) {
+  if ((rc = cli_run_share_begin(&share, base.threads)) || (rc = cli_run_share_agree(&share, ufp4_mkdirs(out_dir)))) {
     fprintf(stderr, "ufp4 compare: %s\n", ufp4_last_error());
+    cli_run_share_end(&share);
     return 1;
   }
   const int rank0 = share.rank == 0;
   const int total_runs = n * (int)seeds;
   const int own_runs = total_runs / share.world + (share.rank < total_runs % share.world);
   ufp4_report_run *runs = calloc((size_t)total_runs, sizeof *runs);
-  if (!runs) return 1;
+  if (!runs) {
+    fprintf(stderr, "ufp4 compare: out of memory\n");
+    cli_run_share_end(&share);
+    return 1;
+  }
   if (rank0)
     fprintf(stderr, "ufp4 compare: %d recipes x %ld seeds = %d runs of %d steps into %s%s\n", n, seeds, total_runs,
             base.steps, out_dir, share.world > 1 ? ", shared out over the ranks" : "");
