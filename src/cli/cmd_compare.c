@@ -168,7 +168,7 @@ int ufp4_cmd_compare(int argc, char **argv) {
   }
   const int rank0 = share.rank == 0;
   const int total_runs = n * (int)seeds;
-  const int own_runs = total_runs / share.world + (share.rank < total_runs % share.world);
+  const int own_runs = cli_run_share_count(&share, total_runs);
   ufp4_report_run *runs = calloc((size_t)total_runs, sizeof *runs);
   if (!runs) {
     fprintf(stderr, "ufp4 compare: out of memory\n");

@@ -113,7 +113,7 @@ int ufp4_cmd_sweep(int argc, char **argv) {
     free(run_loss);
     return 1;
   }
-  const int own_total = total / share.world + (share.rank < total % share.world);
+  const int own_total = cli_run_share_count(&share, total);
   if (share.rank) base.progress = 0;
   int done = 0, own_done = 0;
   for (int si = 0; si < ns && !rc; si++) {

@@ -22,11 +22,13 @@ int cli_run_share_begin(cli_run_share *s, int threads) {
 
 int cli_run_share_mine(const cli_run_share *s, int j) { return j % s->world == s->rank; }
 
+int cli_run_share_count(const cli_run_share *s, int total) {
+  return total / s->world + (s->rank < total % s->world);
+}
+
 int cli_run_share_agree(cli_run_share *s, int status) { return ufp4_dist_agree(s->comm, status); }
 
-int cli_run_share_gather(cli_run_share *s, double *out, size_t n) {
-  return s->world > 1 ? ufp4_dist_sum_f64(s->comm, out, n) : 0;
-}
+int cli_run_share_gather(cli_run_share *s, double *out, size_t n) { return ufp4_dist_sum_f64(s->comm, out, n); }
 
 void cli_run_share_end(cli_run_share *s) {
   (void)s;

@@ -19,6 +19,8 @@ typedef struct {
 int cli_run_share_begin(cli_run_share *s, int threads);
 /* 1 when run j (0-based, in the command's fixed order) is this rank's to run. */
 int cli_run_share_mine(const cli_run_share *s, int j);
+/* How many of `total` runs are this rank's. */
+int cli_run_share_count(const cli_run_share *s, int total);
 /* Collective: every rank's status after its runs; 0 only when all succeeded, else the lowest
  * failing rank's status and message (ufp4_dist_agree). */
 int cli_run_share_agree(cli_run_share *s, int status);
