@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "quantization/quant_internal.h"
+#include "quant/quant_internal.h"
 #include "ufp4/error.h"
 #include "ufp4/philox.h"
 #include "ufp4/quant.h"

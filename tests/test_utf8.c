@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "data/utf8.h"
+#include "core/utf8.h"
 
 /* Table 3-7: the length of the well-formed sequence at s, or 0. */
 static int table37(const uint8_t *s, size_t n) {

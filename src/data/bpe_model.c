@@ -6,7 +6,7 @@
 
 #include "data/byte_unicode.h"
 #include "data/tok_internal.h"
-#include "data/utf8.h"
+#include "core/utf8.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
 

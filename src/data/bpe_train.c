@@ -9,7 +9,7 @@
 #include "data/byte_unicode.h"
 #include "data/grow.h"
 #include "data/hashmap.h"
-#include "data/utf8.h"
+#include "core/utf8.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
 #include "ufp4/tokenizer.h"

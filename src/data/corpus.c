@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "data/grow.h"
-#include "data/utf8.h"
+#include "core/utf8.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
 

@@ -10,7 +10,7 @@
 #include <string.h>
 
 #include "data/unicode_tables.h"
-#include "data/utf8.h"
+#include "core/utf8.h"
 #include "ufp4/error.h"
 #include "ufp4/tokenizer.h"
 

@@ -6,7 +6,7 @@
 #include <sys/stat.h>
 
 #include "data/tok_internal.h"
-#include "data/utf8.h"
+#include "core/utf8.h"
 #include "ufp4/error.h"
 
 int ufp4_tokvec_push(ufp4_tokvec *v, uint32_t id) {

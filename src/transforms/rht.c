@@ -1,17 +1,18 @@
 /* Random Hadamard Transform (rht.h): sign flip, then an orthonormal fast Walsh-Hadamard transform
  * on each n-chunk of a row.
  *
- * fwht_unscaled() is the reference. The AVX2 version (n >= 8, used when ufp4_simd_enabled())
+ * fwht_unscaled() is the reference. The AVX2 version (x86/rht_avx2.c; n >= 8, used when
+ * ufp4_simd_enabled())
  * computes every output of every butterfly level with the same single IEEE operation on the
  * same operands (x[j] = a + b, x[j+h] = a - b), then the same one multiply by the scale, so it
  * gives the same bits; it only reorders independent operations. It is compiled for AVX2 without
  * FMA, so no multiply-add can be contracted. */
 #include "ufp4/rht.h"
 
-#include <immintrin.h>
 #include <math.h>
 
-#include "quantization/quant_internal.h"
+#include "core/cpu.h"
+#include "transforms/rht_internal.h"
 
 #include "ufp4/error.h"
 #include "ufp4/philox.h"
@@ -46,40 +47,6 @@ static void fwht_unscaled(float *x, int n) {
   }
 }
 
-/* Signs (optional), butterflies and scale of one chunk, n a power of two >= 8. Levels h = 1, 2, 4
- * stay inside one 8-float vector: a lane's partner is fetched by a permute, and the lane keeps
- * a + b when it is the lower element of its pair (it holds a) or partner - self = a - b when it
- * is the upper one (it holds b). Levels h >= 8 pair whole vectors. */
-__attribute__((target("avx2"))) static void rht_chunk_avx2(float *x, int n, const float *signs,
-                                                           int signs_first, float scale) {
-  if (signs && signs_first)
-    for (int i = 0; i < n; i += 8)
-      _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(signs + i)));
-  for (int i = 0; i < n; i += 8) {
-    __m256 v = _mm256_loadu_ps(x + i);
-    __m256 p = _mm256_permute_ps(v, 0xB1); /* lanes 1 0 3 2 */
-    v = _mm256_blend_ps(_mm256_add_ps(v, p), _mm256_sub_ps(p, v), 0xAA);
-    p = _mm256_permute_ps(v, 0x4E); /* lanes 2 3 0 1 */
-    v = _mm256_blend_ps(_mm256_add_ps(v, p), _mm256_sub_ps(p, v), 0xCC);
-    p = _mm256_permute2f128_ps(v, v, 0x01); /* halves swapped */
-    v = _mm256_blend_ps(_mm256_add_ps(v, p), _mm256_sub_ps(p, v), 0xF0);
-    _mm256_storeu_ps(x + i, v);
-  }
-  for (int h = 8; h < n; h <<= 1)
-    for (int i = 0; i < n; i += h << 1)
-      for (int j = i; j < i + h; j += 8) {
-        __m256 a = _mm256_loadu_ps(x + j), b = _mm256_loadu_ps(x + j + h);
-        _mm256_storeu_ps(x + j, _mm256_add_ps(a, b));
-        _mm256_storeu_ps(x + j + h, _mm256_sub_ps(a, b));
-      }
-  const __m256 s = _mm256_set1_ps(scale);
-  for (int i = 0; i < n; i += 8) {
-    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), s);
-    if (signs && !signs_first) v = _mm256_mul_ps(v, _mm256_loadu_ps(signs + i));
-    _mm256_storeu_ps(x + i, v);
-  }
-}
-
 static void fwht_ref(float *x, int n) {
   fwht_unscaled(x, n);
   const float s = fwht_scale(n);
@@ -90,10 +57,13 @@ static void fwht_ref(float *x, int n) {
  * status to return, and ufp4_rht_rows validates n before calling it. */
 void ufp4_fwht(float *x, int n) {
   if (!x || !is_pow2_in(n, 1, UFP4_RHT_MAX)) return;
-  if (n >= 8 && ufp4_simd_enabled())
-    rht_chunk_avx2(x, n, NULL, 1, fwht_scale(n));
-  else
-    fwht_ref(x, n);
+#ifdef UFP4_HAVE_X86
+  if (n >= 8 && ufp4_simd_enabled()) {
+    ufp4_rht_chunk_avx2(x, n, NULL, 1, fwht_scale(n));
+    return;
+  }
+#endif
+  fwht_ref(x, n);
 }
 
 /* Sign i is -1 when the top bit of Philox word i is set: one fair bit per sign. */
@@ -123,10 +93,15 @@ static void apply_signs(float *c, int n, const float *signs) {
 static void rht_row(float *row, size_t cols, int n, const float *signs, int inverse, int fast, float scale) {
   for (size_t c = 0; c < cols; c += (size_t)n) {
     float *p = row + c;
+#ifdef UFP4_HAVE_X86
     if (fast) {
-      rht_chunk_avx2(p, n, signs, !inverse, scale);
+      ufp4_rht_chunk_avx2(p, n, signs, !inverse, scale);
       continue;
     }
+#else
+    (void)fast;
+    (void)scale;
+#endif
     if (!inverse) apply_signs(p, n, signs);
     fwht_ref(p, n);
     if (inverse) apply_signs(p, n, signs);

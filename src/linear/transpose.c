@@ -1,7 +1,7 @@
 #include <stddef.h>
 #include <emmintrin.h>
 
-#include "gemm/transpose_internal.h"
+#include "linear/transpose_internal.h"
 #include "ufp4/linear.h"
 #include "ufp4/minifloat.h"
 

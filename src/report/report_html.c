@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis/report_text.h"
+#include "report/report_text.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
 

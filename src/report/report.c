@@ -9,8 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis/report_internal.h"
-#include "analysis/report_load.h"
+#include "report/report_internal.h"
+#include "report/report_load.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
 

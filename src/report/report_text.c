@@ -3,7 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "analysis/report_text.h"
+#include "report/report_text.h"
 
 void rpt_test_sentence(const ufp4_report *r, const ufp4_report_test *t, char *out, size_t size) {
   const char *a = r->recipes[t->a].recipe, *b = r->recipes[t->b].recipe;

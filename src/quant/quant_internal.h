@@ -1,5 +1,5 @@
-/* Internals shared by the scalar reference quantizer (block_quant.c), its AVX2 version
- * (quant_avx2.c) and the RHT (rht.c). Not part of the public API.
+/* Internals shared by the scalar reference quantizer (block_quant.c) and its AVX2 version
+ * (x86/quant_avx2.c). Not part of the public API.
  *
  * The scalar code is the specification; every SIMD routine must give the same bytes. Both paths
  * share block_scale() below, so a block's scale is computed by one piece of code only. */
@@ -11,6 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/cpu.h"
+#include "transforms/rht_internal.h"
 #include "ufp4/quant.h"
 
 typedef enum { BLK_ZERO, BLK_NAN, BLK_DIV, BLK_MUL } blk_mode;
@@ -50,10 +52,6 @@ blk_scale ufp4_q_block_scale(const ufp4_qjob *j, float amax, int bad);
 void ufp4_q_do_block(const ufp4_qjob *j, const float *src, const uint32_t *rb, size_t r0, size_t c0,
                      size_t h, size_t w, size_t sidx);
 
-/* 1 when the AVX2 kernels may run: the CPU has AVX2 and FMA, and the environment variable
- * UFP4_NO_SIMD is unset, empty or "0". Read once per process. */
-int ufp4_simd_enabled(void);
-
 /* AVX2 kernels (quant_avx2.c); call only when ufp4_simd_enabled(). */
 /* Quantizes the band of h rows starting at row r0 (band index bi). src is the band's first
  * element with row stride cols: the rotated copy, or, when fused_rht16, the raw input (the band
@@ -67,10 +65,5 @@ void ufp4_q_fill_rbits_avx2(uint64_t seed, uint64_t stream, uint64_t idx0, size_
 float ufp4_q_amax_finite_avx2(const float *p, size_t n);
 /* The same over the RHT-16 rotation of p (n a multiple of 16; signs NULL = all +1). */
 float ufp4_q_amax_finite_rht16_avx2(const float *p, size_t n, const float *signs);
-
-/* rht.c: ufp4_rht_rows with the choice of kernel made by the caller (simd 0: scalar FWHT). */
-int ufp4_rht_rows_impl(float *x, size_t rows, size_t cols, int n, const float *signs, int simd);
-/* The same with no OpenMP region and no checks, for callers inside one (n and cols valid). */
-void ufp4_rht_rows_serial(float *x, size_t rows, size_t cols, int n, const float *signs, int simd);
 
 #endif

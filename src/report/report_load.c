@@ -8,8 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "analysis/report_internal.h"
-#include "analysis/report_load.h"
+#include "report/report_internal.h"
+#include "report/report_load.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
 

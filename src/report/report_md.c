@@ -2,7 +2,7 @@
 #include <math.h>
 #include <stdio.h>
 
-#include "analysis/report_text.h"
+#include "report/report_text.h"
 
 /* Table cells cannot hold '|'. */
 static void md_cell(rpt_buf *b, const char *s) {

@@ -2,7 +2,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "gemm/transpose_internal.h"
+#include "linear/transpose_internal.h"
 #include "ufp4/error.h"
 #include "ufp4/gemm.h"
 #include "ufp4/linear.h"

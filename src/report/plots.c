@@ -9,7 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "analysis/report_internal.h"
+#include "report/report_internal.h"
 #include "ufp4/plot.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"

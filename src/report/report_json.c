@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "analysis/report_internal.h"
+#include "report/report_internal.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
 

@@ -22,7 +22,7 @@
  * Layout: 1x16 blocks are done 8 at a time (128 consecutive floats of a row), transposed so that
  * register k holds element k of the 8 blocks. The block amax, the scales and the 16-point RHT
  * (fused when the format asks for rht 16) are then plain vertical operations across registers. */
-#include "quantization/quant_internal.h"
+#include "quant/quant_internal.h"
 
 #include <immintrin.h>
 #include <stdlib.h>
@@ -33,18 +33,6 @@
 
 #define AVX2 __attribute__((target("avx2")))
 #define INL static inline __attribute__((always_inline, target("avx2")))
-
-int ufp4_simd_enabled(void) {
-  static int cached = -1;
-  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
-  if (v >= 0) return v;
-  __builtin_cpu_init();
-  v = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  const char *e = getenv("UFP4_NO_SIMD");
-  if (e && *e && strcmp(e, "0") != 0) v = 0;
-  __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
-  return v;
-}
 
 /* Per-grid constants, broadcast once per band. */
 typedef struct {

@@ -2,7 +2,7 @@
 #ifndef UFP4_REPORT_TEXT_H
 #define UFP4_REPORT_TEXT_H
 
-#include "analysis/report_internal.h"
+#include "report/report_internal.h"
 
 typedef struct {
   char seeds[16], train[64], val[64], rel[64], gap[64], relgap[64], floor[64], sig[128];

@@ -1,4 +1,4 @@
-#include "data/utf8.h"
+#include "core/utf8.h"
 
 int ufp4_utf8_decode(const uint8_t *s, size_t n, uint32_t *cp) {
   if (!n) return 0;

@@ -17,7 +17,7 @@
  * AVX2 and FMA (unless UFP4_NO_SIMD=1 is set in the environment); those give the same bytes as
  * this file's scalar path, which ufp4_quantize_reference and ufp4_fake_quant_reference always run
  * and tests/test_quant_simd.c compares against. */
-#include "quantization/quant_internal.h"
+#include "quant/quant_internal.h"
 #include "ufp4/error.h"
 #include "ufp4/philox.h"
 #include "ufp4/quant.h"
