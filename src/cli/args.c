@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ufp4/error.h"
+
 int cli_value(int argc, char **argv, int *i, const char *name, const char **value) {
   const char *a = argv[*i];
   size_t n = strlen(name);
@@ -78,4 +80,12 @@ int cli_parse_double(const char *cmd, const char *flag, const char *s, double lo
   }
   *out = v;
   return 0;
+}
+
+int cli_error(const char *cmd, const char *context) {
+  if (context)
+    fprintf(stderr, "ufp4 %s: %s: %s\n", cmd, context, ufp4_last_error());
+  else
+    fprintf(stderr, "ufp4 %s: %s\n", cmd, ufp4_last_error());
+  return 1;
 }

@@ -19,4 +19,8 @@ int cli_parse_size(const char *cmd, const char *flag, const char *s, size_t lo, 
 int cli_parse_u64(const char *cmd, const char *flag, const char *s, uint64_t *out);
 int cli_parse_double(const char *cmd, const char *flag, const char *s, double lo, double hi, double *out);
 
+/* Prints "ufp4 <cmd>: <context>: <ufp4_last_error()>" (no context when it is NULL) to stderr and
+ * returns 1, the exit status of a failed command, so a call site reads `return cli_error(...)`. */
+int cli_error(const char *cmd, const char *context);
+
 #endif

@@ -16,6 +16,7 @@
 #include "ufp4/recipe.h"
 #include "ufp4/report.h"
 #include "ufp4/train.h"
+#include "core/timer.h"
 
 #define MAX_RECIPES 64
 
@@ -108,12 +109,6 @@ static void split_list(const char *list, recipe_entry *out, int *n, int *rc) {
   for (char *tok = strtok_r(buf, sep, &save); tok && !*rc; tok = strtok_r(NULL, sep, &save)) *rc = add_recipe(out, n, tok);
 }
 
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
 int ufp4_cmd_compare(int argc, char **argv) {
   if (cli_wants_help(argc, argv)) {
     usage(stdout);
@@ -180,7 +175,7 @@ int ufp4_cmd_compare(int argc, char **argv) {
             base.steps, out_dir, share.world > 1 ? ", shared out over the ranks" : "");
   /* Progress and ETA come from rank 0's share, which is as long as any other's to within a run. */
   if (!rank0) base.progress = 0;
-  const double t0 = now_s();
+  const double t0 = ufp4_now_s();
   int done = 0, own_done = 0;
   for (long s = 0; s < seeds && !rc; s++) {
     for (int k = 0; k < n && !rc; k++) {
@@ -193,7 +188,7 @@ int ufp4_cmd_compare(int argc, char **argv) {
       snprintf(cfg.out_dir, sizeof cfg.out_dir, "%s/runs/%s/seed%llu", out_dir, name, (unsigned long long)cfg.seed);
       snprintf(cfg.progress_label, sizeof cfg.progress_label, "run %d/%d %s seed %llu", own_done + 1, own_runs,
                list[k].label, (unsigned long long)cfg.seed);
-      const double elapsed = now_s() - t0;
+      const double elapsed = ufp4_now_s() - t0;
       cfg.eta_after_s = own_done ? elapsed / own_done * (own_runs - own_done - 1) : 0;
       ufp4_train_result res;
       if (mine && (rc = ufp4_train_shards(&cfg, data_dir, 0, &res))) break;
@@ -224,7 +219,7 @@ int ufp4_cmd_compare(int argc, char **argv) {
   if (!rc) rc = ufp4_report_write(report, out_dir);
   if (!rc) {
     ufp4_report_print_table(report, stdout);
-    printf("\nreport: %s/report.html (and report.md, report.json); %.1f minutes\n", out_dir, (now_s() - t0) / 60);
+    printf("\nreport: %s/report.html (and report.md, report.json); %.1f minutes\n", out_dir, (ufp4_now_s() - t0) / 60);
   }
   ufp4_report_free(report);
   free(runs);

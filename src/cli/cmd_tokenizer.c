@@ -13,6 +13,7 @@
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
 #include "ufp4/tokenizer.h"
+#include "core/timer.h"
 
 static void usage(FILE *out) {
   fprintf(out,
@@ -29,12 +30,6 @@ static void usage(FILE *out) {
           "T is bytes, gpt2, or a directory with encoder.json + vocab.bpe. A corpus is a file, or a\n"
           "directory of *.txt files (one document each, by name); --separator splits a file into\n"
           "documents (\\n in S is a newline).\n");
-}
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
 static int fail(const char *sub) {
@@ -104,14 +99,14 @@ int ufp4_cmd_tokenizer(int argc, char **argv) {
       status = fail(sub);
       goto done;
     }
-    double t0 = now_s();
+    double t0 = ufp4_now_s();
     uint32_t got;
     if (ufp4_bpe_train(&corpus, (uint32_t)vocab, out_dir, &got)) {
       status = fail(sub);
       goto done;
     }
     printf("trained a %u-entry BPE (%u merges) on %zu documents, %zu bytes in %.3f s -> %s/encoder.json, "
-           "%s/vocab.bpe\n", got, got - 257, corpus.n_docs, corpus.total_bytes, now_s() - t0, out_dir, out_dir);
+           "%s/vocab.bpe\n", got, got - 257, corpus.n_docs, corpus.total_bytes, ufp4_now_s() - t0, out_dir, out_dir);
   } else if (!strcmp(sub, "encode") || !strcmp(sub, "decode") || !strcmp(sub, "stats")) {
     if (!tok_spec) {
       fprintf(stderr, "ufp4 tokenizer %s: --tokenizer is required\n", sub);
@@ -175,14 +170,14 @@ int ufp4_cmd_tokenizer(int argc, char **argv) {
           status = fail(sub);
           goto done;
         }
-        double t0 = now_s();
+        double t0 = ufp4_now_s();
         ids.n = 0;
         for (size_t d = 0; d < corpus.n_docs; d++)
           if (ufp4_tokenizer_encode(tok, corpus.texts[d], corpus.lens[d], corpus.names[d], &ids)) {
             status = fail(sub);
             goto done;
           }
-        double dt = now_s() - t0;
+        double dt = ufp4_now_s() - t0;
         if (dt < best) best = dt;
         n_tokens = ids.n;
       }

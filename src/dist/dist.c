@@ -9,6 +9,7 @@
 
 #include "dist/dist_internal.h"
 #include "ufp4/error.h"
+#include "core/timer.h"
 
 #define DEFAULT_BUCKET ((size_t)1 << 20)
 /* One status record per rank in ufp4_dist_agree: the status and the failing rank's message. */
@@ -24,12 +25,6 @@ struct ufp4_dist {
 
 static ufp4_dist the_dist;
 static int initialized, backend_up, finalized;
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 int ufp4_dist_have_mpi(void) {
 #ifdef UFP4_HAVE_MPI
@@ -163,12 +158,12 @@ static void add_f64(void *dst, const void *src, size_t n) {
 
 static int sum_buckets(ufp4_dist *d, void *buf, size_t n, size_t esize, void (*add)(void *, const void *, size_t)) {
   if (d->world <= 1 || n == 0) return 0;
-  const double t0 = now_s();
+  const double t0 = ufp4_now_s();
   const size_t bucket = d->bucket;
   int rc = 0;
   for (size_t off = 0; off < n && !rc; off += bucket)
     rc = ring(d, (char *)buf + off * esize, n - off < bucket ? n - off : bucket, esize, add);
-  d->comm_s += now_s() - t0;
+  d->comm_s += ufp4_now_s() - t0;
   return rc;
 }
 
@@ -182,7 +177,7 @@ typedef struct {
 
 int ufp4_dist_agree(ufp4_dist *d, int status) {
   if (d->world <= 1) return status;
-  const double t0 = now_s();
+  const double t0 = ufp4_now_s();
   agree_record mine = {.status = status}, *all = calloc((size_t)d->world, sizeof *all);
   if (!all) return ufp4_fail(UFP4_ENOMEM, "dist: out of memory");
   if (status) snprintf(mine.msg, sizeof mine.msg, "%s", ufp4_last_error());
@@ -194,13 +189,13 @@ int ufp4_dist_agree(ufp4_dist *d, int status) {
     }
   }
   free(all);
-  d->comm_s += now_s() - t0;
+  d->comm_s += ufp4_now_s() - t0;
   return rc;
 }
 
 int ufp4_dist_check_same(ufp4_dist *d, uint64_t value, const char *what) {
   if (d->world <= 1) return 0;
-  const double t0 = now_s();
+  const double t0 = ufp4_now_s();
   uint64_t *all = calloc((size_t)d->world, sizeof *all);
   if (!all) return ufp4_fail(UFP4_ENOMEM, "dist: out of memory");
   int rc = ufp4_dist_backend_allgather(&value, all, sizeof value);
@@ -209,15 +204,15 @@ int ufp4_dist_check_same(ufp4_dist *d, uint64_t value, const char *what) {
       rc = ufp4_fail(UFP4_EINVAL, "%s differs across ranks (rank 0 %016llx, rank %d %016llx)", what,
                      (unsigned long long)all[0], r, (unsigned long long)all[r]);
   free(all);
-  d->comm_s += now_s() - t0;
+  d->comm_s += ufp4_now_s() - t0;
   return rc;
 }
 
 int ufp4_dist_barrier(ufp4_dist *d) {
   if (d->world <= 1) return 0;
-  const double t0 = now_s();
+  const double t0 = ufp4_now_s();
   int rc = ufp4_dist_backend_barrier();
-  d->comm_s += now_s() - t0;
+  d->comm_s += ufp4_now_s() - t0;
   return rc;
 }
 

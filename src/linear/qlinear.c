@@ -8,6 +8,7 @@
 #include "ufp4/linear.h"
 #include "ufp4/minifloat.h"
 #include "ufp4/quant.h"
+#include "core/timer.h"
 
 size_t ufp4_linear_scratch_floats(size_t n, size_t in, size_t out) {
   size_t fprop = n * in + out * in, dgrad = n * out + in * out, wgrad = out * n + in * n;
@@ -17,12 +18,6 @@ size_t ufp4_linear_scratch_floats(size_t n, size_t in, size_t out) {
 
 static ufp4_precision layer_precision(const ufp4_linear_ctx *ctx) {
   return ctx->high_precision ? UFP4_PREC_FP32 : ctx->recipe->precision;
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* Writes operand `op` (rows x cols after the optional transpose of src) into dst, rounded as the
@@ -89,13 +84,13 @@ static int gemm(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, ufp4_operand opa, 
                 ufp4_operand opb, const float *B, int tb, float *C, size_t m, size_t n2, size_t k, float beta,
                 float *scratch) {
   const int timed = ctx->times != NULL;
-  double t0 = timed ? now_s() : 0.0, t1 = t0;
+  double t0 = timed ? ufp4_now_s() : 0.0, t1 = t0;
   if (layer_precision(ctx) == UFP4_PREC_FP32 && !(ta && !tb)) {
     /* No rounding: the stored operands feed the GEMM directly, in their natural orientation. */
     if (!ta && !tb) ufp4_sgemm_abt(A, B, C, m, n2, k, beta);
     else if (!ta) ufp4_sgemm_ab(A, B, C, m, n2, k, beta);
     else ufp4_sgemm_atb(A, B, C, m, n2, k, beta);
-    if (timed) ctx->times->gemm += now_s() - t0;
+    if (timed) ctx->times->gemm += ufp4_now_s() - t0;
     return 0;
   }
   float *a = scratch, *b = scratch + m * k;
@@ -109,10 +104,10 @@ static int gemm(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, ufp4_operand opa, 
   if (ctx->probe && ctx->probe->gemm && layer_precision(ctx) != UFP4_PREC_FP32 &&
       (rc = probe_gemm(ctx, g, A, ta, B, tb, m, n2, k, a, b)))
     return rc;
-  if (timed) t1 = now_s();
+  if (timed) t1 = ufp4_now_s();
   ufp4_sgemm_abt(a, b, C, m, n2, k, beta);
   if (timed) {
-    double t2 = now_s();
+    double t2 = ufp4_now_s();
     ctx->times->prepare += t1 - t0;
     ctx->times->gemm += t2 - t1;
   }

@@ -12,6 +12,7 @@
 #include "ufp4/moe.h"
 #include "ufp4/philox.h"
 #include "ufp4/rht.h"
+#include "core/timer.h"
 
 enum { LN1 = 0, WQ, WK, WV, WO, LN2, WG, WU, WD, PER_LAYER };
 enum { N_PROJ = 7 }; /* q k v o gate up down */
@@ -56,14 +57,8 @@ struct ufp4_model {
   ufp4_linear_times lin_times;
 };
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Phase clock: reads the time only when timing is on. */
-static double tick(const ufp4_model *m) { return m->timing ? now_s() : 0.0; }
+static double tick(const ufp4_model *m) { return m->timing ? ufp4_now_s() : 0.0; }
 
 static size_t sz(size_t a, size_t b) { return a * b; }
 
@@ -364,14 +359,14 @@ static int backward(ufp4_model *m, float dloss);
 int ufp4_model_forward(ufp4_model *m, const int32_t *tokens, const int32_t *targets, int B, int T, double *loss) {
   double t0 = tick(m);
   int rc = forward(m, tokens, targets, B, T, loss);
-  if (m->timing) m->times.forward += now_s() - t0;
+  if (m->timing) m->times.forward += ufp4_now_s() - t0;
   return rc;
 }
 
 int ufp4_model_backward(ufp4_model *m, float dloss) {
   double t0 = tick(m);
   int rc = backward(m, dloss);
-  if (m->timing) m->times.backward += now_s() - t0;
+  if (m->timing) m->times.backward += ufp4_now_s() - t0;
   return rc;
 }
 
@@ -401,7 +396,7 @@ static int forward(ufp4_model *m, const int32_t *tokens, const int32_t *targets,
     CHECK(ufp4_linear_forward(&cv, a->ln1, w[WV], a->v, BT, C, KV, m->lin_scratch));
     double ta = tick(m);
     CHECK(ufp4_attention_forward(a->ao, a->att, a->q, a->k, a->v, B, T, H, KVH, D));
-    if (m->timing) m->times.attention += now_s() - ta;
+    if (m->timing) m->times.attention += ufp4_now_s() - ta;
     CHECK(ufp4_linear_forward(&co, a->ao, w[WO], m->tmp_c, BT, QD, C, m->lin_scratch));
     CHECK(ufp4_residual_forward(a->mid, x, m->tmp_c, BT * C));
     CHECK(ufp4_rmsnorm_forward(a->ln2, a->rstd2, a->mid, w[LN2], (int)BT, C, c->rms_eps));
@@ -427,7 +422,7 @@ static int forward(ufp4_model *m, const int32_t *tokens, const int32_t *targets,
     CHECK(ufp4_cross_entropy_forward(m->losses, m->lse, &mean, NULL, m->logits, targets, (int)BT, V));
     if (loss) *loss = mean;
   }
-  if (m->timing) m->times.head += now_s() - th;
+  if (m->timing) m->times.head += ufp4_now_s() - th;
   return 0;
 }
 
@@ -446,7 +441,7 @@ static int backward(ufp4_model *m, float dloss) {
   memset(m->d_resid, 0, BT * C * sizeof(float));
   const float *top = m->resid + (size_t)c->n_layers * BT * C;
   CHECK(ufp4_rmsnorm_backward(m->d_resid, m->g_norm, m->d_ln, top, m->w_norm, m->rstdf, (int)BT, C));
-  if (m->timing) m->times.head += now_s() - th;
+  if (m->timing) m->times.head += ufp4_now_s() - th;
   for (int l = c->n_layers - 1; l >= 0; l--) {
     layer_acts *a = &m->la[l];
     float **w = m->wl + (size_t)l * PER_LAYER, **g = m->gl + (size_t)l * PER_LAYER;
@@ -476,7 +471,7 @@ static int backward(ufp4_model *m, float dloss) {
     double ta = tick(m);
     CHECK(ufp4_attention_backward(m->d_q, m->d_k, m->d_v, m->att_scratch, m->d_ao, a->att, a->q, a->k, a->v, B, T, H,
                                   KVH, D));
-    if (m->timing) m->times.attention += now_s() - ta;
+    if (m->timing) m->times.attention += ufp4_now_s() - ta;
     memset(m->d_qpre, 0, BT * QD * sizeof(float));
     memset(m->d_kpre, 0, BT * KV * sizeof(float));
     CHECK(ufp4_rope_backward(m->d_qpre, m->d_q, m->rope_cos, m->rope_sin, B, T, H, D));

@@ -17,12 +17,7 @@
 #include "ufp4/jsonnum.h"
 #include "ufp4/parallel.h"
 #include "ufp4/train.h"
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
+#include "core/timer.h"
 
 /* tokens [B, T+1] -> inputs [B, T] and targets shifted by one. */
 static void split_batch(const int32_t *tokens, int32_t *inp, int32_t *tgt, int B, int T) {
@@ -376,7 +371,7 @@ int ufp4_train(const ufp4_train_config *cfg_in, const ufp4_data_source *data, in
         if (!pending) pending = flush_log(s.diag, cfg->out_dir, "diagnostics.jsonl");
       }
     }
-    const double t0 = now_s(), c0 = comm ? ufp4_dist_comm_seconds(comm) : 0;
+    const double t0 = ufp4_now_s(), c0 = comm ? ufp4_dist_comm_seconds(comm) : 0;
     double losses[2] = {0, 0};
     if (!pending) pending = local_step(cfg, data, &s, step, losses);
     /* Before the gradient exchange: a rank that failed must not leave the others waiting in it. */
@@ -404,7 +399,7 @@ int ufp4_train(const ufp4_train_config *cfg_in, const ufp4_data_source *data, in
       ufp4_adamw_step(ufp4_model_params(s.model), ufp4_model_grads(s.model), s.m_state, s.v_state, n, &cfg->optim, lr,
                       step + 1, scale, s.seg.start, s.seg.decay, s.seg.n);
     }
-    const double dt = now_s() - t0;
+    const double dt = ufp4_now_s() - t0;
     train_time += dt;
     const double tok_s = (double)B * T * cfg->grad_accum * cfg->world / dt;
     if (!bad) {
