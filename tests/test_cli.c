@@ -226,7 +226,7 @@ static void test_quantize_exact_rne(void **state) {
     float want = copysignf(e2m1_levels[ref_rne_index(x[i])], x[i]);
     if (y.data[i] != want) fail_msg("element %d: x %g -> %g, expected %g", i, x[i], y.data[i], want);
   }
-  /* Spot checks of the reference itself, by the rule in REFERENCE.md: 0.75 -> 1 (index 2 even),
+  /* Spot checks of the reference itself, by the rule in docs/NUMERICS.md: 0.75 -> 1 (index 2 even),
    * 1.25 -> 1, 1.75 -> 2, 2.5 -> 2, 3.5 -> 4, 5 -> 4, 0.25 -> 0. */
   assert_true(y.data[1] == 0 && y.data[2] == 1 && y.data[3] == 1 && y.data[4] == 2 && y.data[5] == 2 &&
               y.data[6] == 4 && y.data[7] == 4);

@@ -14,7 +14,7 @@
 static void test_presets_match_reference_table(void **state) {
   (void)state;
   ufp4_recipe r;
-  /* REFERENCE.md §5: paper's E2M1 reference = E2M1, 1x16 FP32, RHT on Wgrad, SR on dY. */
+  /* docs/SOURCES.md, Recipes: paper's E2M1 reference = E2M1, 1x16 FP32, RHT on Wgrad, SR on dY. */
   assert_int_equal(ufp4_recipe_parse("e2m1", &r), 0);
   assert_int_equal(r.precision, UFP4_PREC_FP4);
   assert_int_equal(r.grid, UFP4_GRID_E2M1);

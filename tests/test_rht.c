@@ -166,7 +166,7 @@ static void test_gemm_invariance(void **state) {
 
 static void test_nvidia_vector(void **state) {
   (void)state;
-  const char *ref = "+++-+------+-+--"; /* REFERENCE.md §4 */
+  const char *ref = "+++-+------+-+--"; /* docs/NUMERICS.md, Random Hadamard Transform */
   for (int i = 0; i < 16; ++i)
     assert_true(ufp4_rht_signs_nvidia16[i] == (ref[i] == '+' ? 1.0f : -1.0f));
 }

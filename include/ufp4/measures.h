@@ -1,4 +1,4 @@
-/* The paper's measures of what a quantizer does to a tensor (REFERENCE.md §6).
+/* The paper's measures of what a quantizer does to a tensor (docs/NUMERICS.md, Measures).
  *
  * All sums are accumulated in double in a fixed order, so results do not depend on the thread
  * count. "A" below is the tensor the quantizer sees: the raw tensor, or its RHT rotation when the

@@ -10,7 +10,7 @@
  *
  * Scales (s = the factor that multiplies a code's value to dequantize)
  *   FP32    s = amax_block / g_max in fp32; elements are t = x / s (the paper's Table 1).
- *   NVFP4   E4M3 block scale plus an FP32 tensor scale, NVIDIA's algorithm (REFERENCE.md §3):
+ *   NVFP4   E4M3 block scale plus an FP32 tensor scale, NVIDIA's algorithm (docs/NUMERICS.md):
  *             S_enc = 448 * g_max / amax_tensor (1 if amax_tensor is 0 or S_enc is not finite)
  *             d     = E4M3_RNE_sat(amax_block * S_enc / g_max)
  *             t     = x * (1 / (float(d) / S_enc));   value = code * float(d) / S_enc

@@ -4,7 +4,7 @@
  *   Fprop  Y  = X  W^T   reduction over in      operands (A, B) = (X,  W)
  *   Dgrad  dX = dY W     reduction over out     operands (A, B) = (dY, W)
  *   Wgrad  dW = dY^T X   reduction over tokens  operands (A, B) = (dY, X)
- * and every operand is quantized along its GEMM's reduction dimension (REFERENCE.md §5).
+ * and every operand is quantized along its GEMM's reduction dimension (docs/NUMERICS.md).
  *
  * Named presets (the papers' definitions):
  *   fp32   no quantization

@@ -6,7 +6,7 @@
  *   final_val    val_loss of the last evaluation line (NaN when there is none)
  *   rel_err      mean over the window of |L(s) - L_base(s)| / L_base(s), where L_base is the
  *                baseline recipe's run OF THE SAME SEED and the window is the last final_steps steps
- *                that both runs logged (the paper's BF16-relative loss error, REFERENCE.md §6)
+ *                that both runs logged (the paper's BF16-relative loss error, docs/NUMERICS.md)
  *   signed_gap   mean over the same window of L(s) - L_base(s)
  *   rel_gap      mean over the same window of (L(s) - L_base(s)) / L_base(s)
  *   Runs of the baseline recipe, and runs with no baseline run of their seed, have NaN there.

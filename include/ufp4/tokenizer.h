@@ -77,7 +77,7 @@ int64_t ufp4_tokenizer_eot(const ufp4_tokenizer *tok);
 /* FNV-1a 64 over the bytes of encoder.json then vocab.bpe; 0 for bytes. Shards of custom BPE
  * tokenizers store it so a shard is never read with another vocabulary of the same size. */
 uint64_t ufp4_tokenizer_hash(const ufp4_tokenizer *tok);
-/* FNV-1a 64 of GPT-2's encoder.json then vocab.bpe (REFERENCE.md section 7 files). */
+/* FNV-1a 64 of GPT-2's encoder.json then vocab.bpe (the files of docs/SOURCES.md, Data). */
 #define UFP4_GPT2_FILES_HASH UINT64_C(0xf1c9dc14a36a3b68)
 
 /* Appends the ids of `text` (len bytes of UTF-8) to `out`. `what` names the input in error

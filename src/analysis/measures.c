@@ -1,4 +1,4 @@
-/* The paper's measures (measures.h, REFERENCE.md §6).
+/* The paper's measures (measures.h; definitions in docs/NUMERICS.md, Measures).
  *
  * Determinism: every sum is split into fixed chunks whose boundaries depend only on the sizes,
  * each chunk is summed serially in double, and the chunk sums are added serially in chunk order.
