@@ -170,6 +170,31 @@ static void test_bf16(void **state) {
   assert_int_equal(ufp4_f32_to_bf16_bits(INFINITY), 0x7F80);
 }
 
+/* binary16: every code decodes to its IEEE value (sign, 5-bit exponent bias 15, 10-bit mantissa)
+ * and encodes back to itself; the rounding edges of the encoder. Every float's encoding is checked
+ * against a reference through the safetensors writer (test_safetensors). */
+static void test_f16(void **state) {
+  (void)state;
+  for (uint32_t h = 0; h < 65536; h++) {
+    const int e = (int)(h >> 10) & 0x1F, m = (int)h & 0x3FF;
+    const float x = ufp4_f16_bits_to_f32((uint16_t)h);
+    if (e == 0x1F && m) {
+      assert_true(isnan(x));
+      continue;
+    }
+    double v = e == 0x1F ? INFINITY : e ? ldexp(1024 + m, e - 25) : ldexp(m, -24);
+    if (h & 0x8000) v = -v;
+    assert_true((double)x == v && !signbit(x) == !signbit(v));
+    assert_int_equal(ufp4_f32_to_f16_bits(x), h);
+  }
+  assert_int_equal(ufp4_f32_to_f16_bits(nextafterf(65520.0f, 0)), 0x7BFF); /* 65504 */
+  assert_int_equal(ufp4_f32_to_f16_bits(65520.0f), 0x7C00);                /* tie -> Inf */
+  assert_int_equal(ufp4_f32_to_f16_bits(0x1p-25f), 0x0000);                /* tie -> even 0 */
+  assert_int_equal(ufp4_f32_to_f16_bits(nextafterf(0x1p-25f, 1)), 0x0001);
+  assert_int_equal(ufp4_f32_to_f16_bits(0x1.ffcp-15f), 0x0400); /* subnormal rounds up to normal */
+  assert_int_equal(ufp4_f32_to_f16_bits(-NAN) & 0xFE00, 0xFE00); /* quiet, sign kept */
+}
+
 static void test_e8m0_decode(void **state) {
   (void)state;
   for (int c = 0; c < 255; c++) assert_true(ufp4_e8m0_to_f32((uint8_t)c) == ldexpf(1.0f, c - 127));
@@ -284,6 +309,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_e4m3_decode), cmocka_unit_test(test_e4m3_specials),
       cmocka_unit_test(test_e4m3_encode_exhaustive), cmocka_unit_test(test_bf16),
+      cmocka_unit_test(test_f16),
       cmocka_unit_test(test_e8m0_decode), cmocka_unit_test(test_e8m0_scale),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -44,6 +44,17 @@ int ufp4_read_file(const char *path, size_t max_size, char **data, size_t *size)
  * cannot sync folders is ignored. Returns 0 or UFP4_EIO naming the folder and the OS error. */
 int ufp4_fsync_dir(const char *dir);
 int ufp4_fsync_parent(const char *path);
+/* Test hook: makes this thread's atomic writes (ufp4_atomic_write, ufp4_atomic_commit) fail at one
+ * step, as a full disk or a failing device would; the errno named is in the message, and the
+ * temporary is removed as on a real failure. Reset to UFP4_IO_FAULT_NONE by the caller. */
+typedef enum {
+  UFP4_IO_FAULT_NONE = 0,
+  UFP4_IO_FAULT_WRITE,  /* a write stores half its bytes, then ENOSPC */
+  UFP4_IO_FAULT_FSYNC,  /* fsync of the temporary reports EIO */
+  UFP4_IO_FAULT_RENAME, /* rename reports EACCES */
+} ufp4_io_fault;
+void ufp4_io_test_fault(ufp4_io_fault f);
+
 /* mkdir -p; 0 if it exists. */
 int ufp4_mkdirs(const char *path);
 /* rm -r of a folder ufp4 created (regular files and folders only; links are unlinked, not

@@ -1,5 +1,6 @@
 /* Scalar conversions for the scale and baseline formats: E4M3 (NVFP4 block scale), E8M0 (MX
- * shared exponent) and bfloat16. One function per conversion, each tested exhaustively. */
+ * shared exponent), bfloat16 and IEEE binary16 (safetensors F16). One function per conversion,
+ * each tested exhaustively. */
 #ifndef UFP4_MINIFLOAT_H
 #define UFP4_MINIFLOAT_H
 
@@ -18,6 +19,11 @@ float ufp4_e4m3_to_f32(uint8_t code);
 /* bfloat16 by round to nearest even on the top 16 bits; NaN stays a (quiet) NaN. */
 float ufp4_round_bf16(float x);
 uint16_t ufp4_f32_to_bf16_bits(float x);
+
+/* IEEE 754 binary16 by round to nearest even, with subnormals, overflow to +-Inf (from 65520 =
+ * 65504 + half an ulp up) and NaN kept quiet with its top payload bits; decoding is exact. */
+uint16_t ufp4_f32_to_f16_bits(float x);
+float ufp4_f16_bits_to_f32(uint16_t h);
 
 /* E8M0 (OCP MX v1.0): value 2^(code - 127), code 255 = NaN, no zero. */
 float ufp4_e8m0_to_f32(uint8_t code);

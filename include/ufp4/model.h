@@ -37,8 +37,13 @@
 extern "C" {
 #endif
 
+/* Most transformer blocks a model may have: the stochastic-rounding stream of layer l's
+ * projections counts layers in steps of this (proj_ctx in llama.c), so l must stay below it for
+ * the streams of two layers to stay distinct. The experts limit is UFP4_MOE_MAX_EXPERTS (moe.h). */
+#define UFP4_MODEL_MAX_LAYERS 4096
+
 typedef struct {
-  int n_layers;
+  int n_layers;       /* 1..UFP4_MODEL_MAX_LAYERS */
   int d_model;
   int n_heads;
   int n_kv_heads;     /* grouped-query attention when < n_heads; 0 = n_heads (see resolve) */
@@ -50,7 +55,7 @@ typedef struct {
   float init_std;
   int tie_embeddings; /* lm_head shares embed_tokens */
   /* Mixture of experts (moe.h); the widths and top_k are checked only when moe_experts > 0. */
-  int moe_experts;    /* routed experts per MoE layer; 0 = dense model (default) */
+  int moe_experts;    /* routed experts per MoE layer, <= UFP4_MOE_MAX_EXPERTS; 0 = dense (default) */
   int moe_top_k;      /* experts per token, 1 or 2, <= moe_experts (default 2) */
   int moe_ffn;        /* width of each routed expert; 0 = ffn_dim (see resolve) */
   int moe_shared_ffn; /* width of the shared expert; 0 = none (default) */

@@ -30,55 +30,101 @@ static void usage(FILE *out) {
   ufp4_train_flags_usage(out);
 }
 
-int ufp4_cmd_train(int argc, char **argv) {
-  if (cli_wants_help(argc, argv)) {
-    usage(stdout);
-    return 0;
-  }
-  ufp4_train_config cfg = ufp4_train_config_default();
-  const char *data_dir = NULL, *config = NULL;
-  int resume = 0;
-  /* The config file and --resume come first so that flags override what they load. */
+/* The run config from RUN/config.json (--resume), then --config FILE, then the flags, in that
+ * order, so flags override what the files set. Returns 0 or the exit status (1 or 2). */
+static int parse_args(int argc, char **argv, ufp4_train_config *cfg, const char **data_dir,
+                      int *resume) {
+  const char *config = NULL, *v;
   for (int i = 1; i < argc; i++) {
-    const char *v;
     int r = cli_value(argc, argv, &i, "--config", &v);
     if (r < 0) return 2;
     if (r) config = v;
-    else if (cli_flag(argv, i, "--resume")) resume = 1;
+    else if (cli_flag(argv, i, "--resume")) *resume = 1;
   }
   for (int i = 1; i < argc; i++) {
-    const char *v;
     int r = cli_value(argc, argv, &i, "--out", &v);
     if (r < 0) return 2;
-    if (r) snprintf(cfg.out_dir, sizeof cfg.out_dir, "%s", v);
+    if (r) snprintf(cfg->out_dir, sizeof cfg->out_dir, "%s", v);
   }
-  if (resume) {
-    char path[1100];
-    snprintf(path, sizeof path, "%s/config.json", cfg.out_dir);
-    if (ufp4_train_config_load(path, &cfg)) {
-      fprintf(stderr, "ufp4 train: --resume: %s\n", ufp4_last_error());
-      return 1;
-    }
+  if (*resume) {
+    char path[sizeof cfg->out_dir + 16];
+    snprintf(path, sizeof path, "%s/config.json", cfg->out_dir);
+    if (ufp4_train_config_load(path, cfg)) return cli_error("train", "--resume");
   }
-  if (config && ufp4_train_config_load(config, &cfg)) {
-    fprintf(stderr, "ufp4 train: %s\n", ufp4_last_error());
-    return 1;
-  }
+  if (config && ufp4_train_config_load(config, cfg)) return cli_error("train", NULL);
   for (int i = 1; i < argc; i++) {
-    const char *v;
     int r;
-    if ((r = cli_value(argc, argv, &i, "--config", &v)) || (r = cli_value(argc, argv, &i, "--out", &v))) {
+    if ((r = cli_value(argc, argv, &i, "--config", &v)) ||
+        (r = cli_value(argc, argv, &i, "--out", &v))) {
       if (r < 0) return 2;
       continue;
     }
     if (cli_flag(argv, i, "--resume")) continue;
     if ((r = cli_value(argc, argv, &i, "--data", &v))) {
       if (r < 0) return 2;
-      data_dir = v;
+      *data_dir = v;
       continue;
     }
-    if (ufp4_train_flags_parse_or_fail("train", argc, argv, &i, &cfg) < 0) return 2;
+    if (ufp4_train_flags_parse_or_fail("train", argc, argv, &i, cfg) < 0) return 2;
   }
+  return 0;
+}
+
+/* Rank 0's summary of what is about to run. */
+static void print_plan(const ufp4_train_config *cfg, const char *resolved) {
+  const ufp4_model_config *m = &cfg->model;
+  fprintf(stderr, "ufp4 train: recipe %s\n", resolved);
+  fprintf(stderr, "ufp4 train: model L=%d d=%d heads=%d/%d ffn=%d T=%d, ", m->n_layers, m->d_model,
+          m->n_heads, m->n_kv_heads ? m->n_kv_heads : m->n_heads, m->ffn_dim, m->seq_len);
+  fprintf(stderr, "batch %d x %d x accum %d, %d steps\n", cfg->batch, m->seq_len, cfg->grad_accum,
+          cfg->steps);
+  if (m->moe_experts > 0)
+    fprintf(stderr,
+            "ufp4 train: MoE MLPs every %d layer(s): %d experts, top-%d, expert ffn %d, "
+            "shared ffn %d, capacity %g%s, aux %g, z %g\n",
+            m->moe_every, m->moe_experts, m->moe_top_k, m->moe_ffn ? m->moe_ffn : m->ffn_dim,
+            m->moe_shared_ffn, m->moe_capacity, m->moe_capacity > 0 ? "" : " (dropless)",
+            m->moe_aux_coef, m->moe_z_coef);
+  if (cfg->world > 1)
+    fprintf(stderr, "ufp4 train: %d ranks, global batch %d sequences (%lld tokens) per step\n",
+            cfg->world, cfg->batch * cfg->grad_accum * cfg->world,
+            (long long)cfg->batch * cfg->grad_accum * cfg->world * cfg->model.seq_len);
+}
+
+/* Trains over all ranks of this process's world (data parallel; the ranks of a node share its
+ * cores); returns the exit status. */
+static int run(ufp4_train_config *cfg, const char *data_dir, int resume, const char *resolved) {
+  cli_run_share share;
+  if (cli_run_share_begin(&share, cfg->threads)) return cli_error("train", NULL);
+  cfg->rank = share.rank;
+  cfg->world = share.world;
+  const int rank0 = cfg->rank == 0;
+  if (!rank0) cfg->progress = 0;
+  if (rank0) print_plan(cfg, resolved);
+  ufp4_train_result res;
+  char dir[sizeof cfg->data_desc];
+  snprintf(dir, sizeof dir, "%s", data_dir);
+  int rc = ufp4_train_shards(cfg, dir, resume, &res);
+  /* Every failure after launch is agreed by all ranks (train.h), so rank 0 alone reports it. */
+  if (rc && rank0) cli_error("train", NULL);
+  if (!rc && rank0)
+    printf("steps %d  final loss %.4f  val loss %.4f  %.0f tokens/s  skipped %d  run %s\n",
+           res.steps_done, res.final_loss, res.final_val_loss, res.tokens_per_s, res.skipped_steps,
+           cfg->out_dir);
+  cli_run_share_end(&share);
+  return rc ? 1 : 0;
+}
+
+int ufp4_cmd_train(int argc, char **argv) {
+  if (cli_wants_help(argc, argv)) {
+    usage(stdout);
+    return 0;
+  }
+  ufp4_train_config cfg = ufp4_train_config_default();
+  const char *data_dir = NULL;
+  int resume = 0;
+  int rc = parse_args(argc, argv, &cfg, &data_dir, &resume);
+  if (rc) return rc;
   if (!data_dir && !resume) {
     fprintf(stderr, "ufp4 train: --data DIR is required (a folder written by ufp4 prepare)\n");
     return 2;
@@ -86,50 +132,12 @@ int ufp4_cmd_train(int argc, char **argv) {
   if (!data_dir) data_dir = cfg.data_desc;
   ufp4_recipe recipe;
   if (ufp4_recipe_parse(cfg.recipe, &recipe)) {
-    fprintf(stderr, "ufp4 train: --recipe: %s\n", ufp4_last_error());
+    cli_error("train", "--recipe");
     return 2;
   }
-  if (cfg.optim.total_steps <= 0) cfg.optim.total_steps = cfg.steps; /* the cosine ends with the run */
-  /* One run over all ranks (data parallel); the ranks of a node share its cores. */
-  cli_run_share share;
-  if (cli_run_share_begin(&share, cfg.threads)) {
-    fprintf(stderr, "ufp4 train: %s\n", ufp4_last_error());
-    return 1;
-  }
-  cfg.rank = share.rank;
-  cfg.world = share.world;
-  const int rank0 = cfg.rank == 0;
-  if (!rank0) cfg.progress = 0;
+  /* The cosine ends with the run. */
+  if (cfg.optim.total_steps <= 0) cfg.optim.total_steps = cfg.steps;
   char resolved[512];
   ufp4_recipe_format(&recipe, resolved, sizeof resolved);
-  if (rank0) {
-    fprintf(stderr, "ufp4 train: recipe %s\n", resolved);
-    fprintf(stderr, "ufp4 train: model L=%d d=%d heads=%d/%d ffn=%d T=%d, batch %d x %d x accum %d, %d steps\n",
-            cfg.model.n_layers, cfg.model.d_model, cfg.model.n_heads,
-            cfg.model.n_kv_heads ? cfg.model.n_kv_heads : cfg.model.n_heads, cfg.model.ffn_dim, cfg.model.seq_len,
-            cfg.batch, cfg.model.seq_len, cfg.grad_accum, cfg.steps);
-    if (cfg.model.moe_experts > 0)
-      fprintf(stderr,
-              "ufp4 train: MoE MLPs every %d layer(s): %d experts, top-%d, expert ffn %d, shared ffn %d, capacity %g%s, "
-              "aux %g, z %g\n",
-              cfg.model.moe_every, cfg.model.moe_experts, cfg.model.moe_top_k,
-              cfg.model.moe_ffn ? cfg.model.moe_ffn : cfg.model.ffn_dim, cfg.model.moe_shared_ffn,
-              cfg.model.moe_capacity, cfg.model.moe_capacity > 0 ? "" : " (dropless)", cfg.model.moe_aux_coef,
-              cfg.model.moe_z_coef);
-    if (cfg.world > 1)
-      fprintf(stderr, "ufp4 train: %d ranks, global batch %d sequences (%lld tokens) per step\n", cfg.world,
-              cfg.batch * cfg.grad_accum * cfg.world,
-              (long long)cfg.batch * cfg.grad_accum * cfg.world * cfg.model.seq_len);
-  }
-  ufp4_train_result res;
-  char dir[sizeof cfg.data_desc];
-  snprintf(dir, sizeof dir, "%s", data_dir);
-  int rc = ufp4_train_shards(&cfg, dir, resume, &res);
-  /* Every failure after launch is agreed by all ranks (train.h), so rank 0 alone reports it. */
-  if (rc && rank0) fprintf(stderr, "ufp4 train: %s\n", ufp4_last_error());
-  if (!rc && rank0)
-    printf("steps %d  final loss %.4f  val loss %.4f  %.0f tokens/s  skipped %d  run %s\n", res.steps_done,
-           res.final_loss, res.final_val_loss, res.tokens_per_s, res.skipped_steps, cfg.out_dir);
-  cli_run_share_end(&share);
-  return rc ? 1 : 0;
+  return run(&cfg, data_dir, resume, resolved);
 }

@@ -11,12 +11,24 @@
 
 #include "ufp4/error.h"
 
+static _Thread_local ufp4_io_fault fault;
+
+void ufp4_io_test_fault(ufp4_io_fault f) { fault = f; }
+
 static int write_all(int fd, const void *data, size_t size) {
   const char *p = data;
+  if (fault == UFP4_IO_FAULT_WRITE) {
+    if (write(fd, p, size / 2) >= 0) errno = ENOSPC;
+    return -1;
+  }
   while (size > 0) {
     ssize_t w = write(fd, p, size);
     if (w < 0) {
       if (errno == EINTR) continue;
+      return -1;
+    }
+    if (w == 0) { /* no progress and no error: do not spin */
+      errno = EIO;
       return -1;
     }
     p += w;
@@ -97,9 +109,21 @@ void ufp4_atomic_abort(ufp4_atomic_file *a) {
   errno = saved;
 }
 
+static int sync_file(int fd) {
+  if (fault != UFP4_IO_FAULT_FSYNC) return fsync(fd);
+  errno = EIO;
+  return -1;
+}
+
+static int rename_file(const char *from, const char *to) {
+  if (fault != UFP4_IO_FAULT_RENAME) return rename(from, to);
+  errno = EACCES;
+  return -1;
+}
+
 int ufp4_atomic_commit(ufp4_atomic_file *a) {
   const char *stage = "fsync";
-  int rc = fchmod(a->fd, 0644) || fsync(a->fd);
+  int rc = fchmod(a->fd, 0644) || sync_file(a->fd);
   if (!rc) {
     stage = "close";
     rc = close(a->fd) != 0;
@@ -107,7 +131,7 @@ int ufp4_atomic_commit(ufp4_atomic_file *a) {
   }
   if (!rc) {
     stage = "rename";
-    rc = rename(a->tmp, a->path) != 0;
+    rc = rename_file(a->tmp, a->path) != 0;
   }
   if (rc) {
     int saved = errno;

@@ -23,16 +23,11 @@ int ufp4_utf8_decode(const uint8_t *s, size_t n, uint32_t *cp) {
   return len;
 }
 
-int ufp4_utf8_valid(const void *data, size_t n, size_t *bad) {
-  const uint8_t *s = data;
+static int valid(const uint8_t *s, size_t n, int nul_ok, size_t *bad) {
   size_t i = 0;
   while (i < n) {
-    if (s[i] < 0x80) {
-      i++;
-      continue;
-    }
     uint32_t cp;
-    int k = ufp4_utf8_decode(s + i, n - i, &cp);
+    int k = s[i] < 0x80 ? (s[i] || nul_ok) : ufp4_utf8_decode(s + i, n - i, &cp);
     if (!k) {
       if (bad) *bad = i;
       return 0;
@@ -41,6 +36,10 @@ int ufp4_utf8_valid(const void *data, size_t n, size_t *bad) {
   }
   return 1;
 }
+
+int ufp4_utf8_valid(const void *s, size_t n, size_t *bad) { return valid(s, n, 1, bad); }
+
+int ufp4_utf8_valid_no_nul(const void *s, size_t n, size_t *bad) { return valid(s, n, 0, bad); }
 
 int ufp4_utf8_encode(uint32_t cp, uint8_t out[4]) {
   if (cp < 0x80) {

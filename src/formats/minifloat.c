@@ -1,4 +1,4 @@
-/* E4M3, bfloat16 and E8M0 conversions (see include/ufp4/minifloat.h).
+/* E4M3, bfloat16, binary16 and E8M0 conversions (see include/ufp4/minifloat.h).
  *
  * Every conversion works on the float's bit pattern with integer arithmetic, so the result never
  * depends on the floating-point environment (rounding mode, flush-to-zero).
@@ -76,6 +76,33 @@ uint16_t ufp4_f32_to_bf16_bits(float x) {
 }
 
 float ufp4_round_bf16(float x) { return u2f((uint32_t)ufp4_f32_to_bf16_bits(x) << 16); }
+
+uint16_t ufp4_f32_to_f16_bits(float x) {
+  uint32_t u = f2u(x);
+  uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+  uint32_t a = u & 0x7FFFFFFFu;
+  if (a > 0x7F800000u) return sign | 0x7E00u | (uint16_t)((a >> 13) & 0x01FFu); /* quiet NaN */
+  if (a >= 0x477FF000u) return sign | 0x7C00u; /* >= 65520 = 65504 + half an ulp: ties go to Inf */
+  if (a < 0x38800000u) {
+    /* Below 2^-14 the result is a binary16 subnormal q * 2^-24, q = round(|x| * 2^24). */
+    uint32_t e = a >> 23;
+    if (e < 102) return sign; /* |x| < 2^-25: rounds to zero (a tie is impossible) */
+    uint32_t m = (a & 0x7FFFFFu) | 0x800000u;
+    /* |x| * 2^24 = m * 2^(e - 126); shift in [14, 24]. q = 0x400 is the smallest normal, correctly
+     * encoded. */
+    return sign | (uint16_t)rne_shift(m, 126 - (int)e);
+  }
+  /* Rebias 127 -> 15 and round the 13 dropped bits to nearest even; a carry bumps the exponent. */
+  a = a - 0x38000000u + 0x0FFFu + ((a >> 13) & 1u);
+  return sign | (uint16_t)(a >> 13);
+}
+
+float ufp4_f16_bits_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+  if (e == 0x1F) return u2f(sign | 0x7F800000u | (m << 13));
+  if (e != 0) return u2f(sign | ((e + 112u) << 23) | (m << 13));
+  return u2f(f2u((float)m * 0x1p-24f) | sign); /* subnormal (or zero): exact in float */
+}
 
 float ufp4_e8m0_to_f32(uint8_t code) {
   if (code == 255) return NAN;

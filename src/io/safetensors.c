@@ -1,7 +1,9 @@
 /* safetensors reader and atomic writer (see include/ufp4/safetensors.h for the format rules). */
 #include "ufp4/safetensors.h"
 
+#include "core/utf8.h"
 #include "ufp4/error.h"
+#include "ufp4/fileio.h"
 #include "ufp4/minifloat.h"
 
 #include <cjson/cJSON.h>
@@ -68,122 +70,20 @@ static int shape_size(const size_t *shape, int ndim, int bits, size_t *count, si
   return 0;
 }
 
-/* Strict UTF-8 (no overlongs, no surrogates, <= U+10FFFF) and no NUL byte: cJSON accepts any
- * bytes inside strings, and a NUL would end its input early. */
-static int utf8_ok(const uint8_t *s, size_t n, size_t *bad) {
-  size_t i = 0;
-  while (i < n) {
-    uint8_t c = s[i];
-    size_t k;
-    uint32_t cp, min;
-    if (c == 0) goto fail;
-    if (c < 0x80) {
-      i++;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      k = 1, cp = c & 0x1F, min = 0x80;
-    } else if ((c & 0xF0) == 0xE0) {
-      k = 2, cp = c & 0x0F, min = 0x800;
-    } else if ((c & 0xF8) == 0xF0) {
-      k = 3, cp = c & 0x07, min = 0x10000;
-    } else {
-      goto fail;
-    }
-    if (n - i <= k) goto fail;
-    for (size_t j = 1; j <= k; j++) {
-      if ((s[i + j] & 0xC0) != 0x80) goto fail;
-      cp = (cp << 6) | (s[i + j] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) goto fail;
-    i += k + 1;
-  }
-  return 1;
-fail:
-  *bad = i;
-  return 0;
-}
-
 static const char *os_error(int err, char *buf, size_t len) {
   if (strerror_r(err, buf, len) != 0) snprintf(buf, len, "errno %d", err);
   return buf;
 }
 
-/* ====================================================================== conversions */
-
-static uint16_t f32_to_f16_bits(float x) {
-  uint32_t u;
-  memcpy(&u, &x, sizeof u);
-  uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
-  uint32_t a = u & 0x7FFFFFFFu;
-  if (a > 0x7F800000u) return sign | 0x7E00u | (uint16_t)((a >> 13) & 0x01FFu); /* quiet NaN */
-  if (a >= 0x477FF000u) return sign | 0x7C00u; /* >= 65520 = 65504 + half an ulp: ties go to Inf */
-  if (a < 0x38800000u) {
-    /* Below 2^-14 the result is a binary16 subnormal q * 2^-24, q = round(|x| * 2^24). */
-    uint32_t e = a >> 23;
-    if (e < 102) return sign; /* |x| < 2^-25: rounds to zero (a tie is impossible) */
-    uint32_t m = (a & 0x7FFFFFu) | 0x800000u;
-    int shift = 126 - (int)e; /* |x| * 2^24 = m * 2^(e - 126); shift in [14, 24] */
-    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1);
-    q += (rem > half || (rem == half && (q & 1u)));
-    return sign | (uint16_t)q; /* q = 0x400 is the smallest normal, correctly encoded */
-  }
-  /* Rebias 127 -> 15 and round the 13 dropped bits to nearest even; a carry bumps the exponent. */
-  a = a - 0x38000000u + 0x0FFFu + ((a >> 13) & 1u);
-  return sign | (uint16_t)(a >> 13);
-}
-
-static float f16_bits_to_f32(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1Fu, m = h & 0x3FFu, u;
-  if (e == 0x1F) {
-    u = sign | 0x7F800000u | (m << 13);
-  } else if (e != 0) {
-    u = sign | ((e + 112u) << 23) | (m << 13);
-  } else {
-    float v = (float)m * 0x1p-24f; /* subnormal (or zero): exact in float */
-    memcpy(&u, &v, sizeof u);
-    u |= sign;
-  }
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
 /* ====================================================================== writer */
 
-static _Thread_local ufp4_st_fault fault;
-
-void ufp4_st_test_fault(ufp4_st_fault f) { fault = f; }
-
-typedef struct {
-  int fd;
-  int writes; /* write() calls so far, for the fault hook */
-} sink;
-
-static int write_all(sink *s, const void *buf, size_t len) {
-  const uint8_t *p = buf;
-  while (len > 0) {
-    size_t chunk = len < ((size_t)1 << 30) ? len : ((size_t)1 << 30);
-    ssize_t w;
-    if (fault == UFP4_ST_FAULT_WRITE && s->writes == 0) {
-      s->writes++;
-      if (write(s->fd, p, chunk / 2) < 0) return -1;
-      errno = ENOSPC;
-      return -1;
-    }
-    s->writes++;
-    w = write(s->fd, p, chunk);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    if (w == 0) {
-      errno = EIO;
-      return -1;
-    }
-    p += w;
-    len -= (size_t)w;
-  }
-  return 0;
+/* The atomic write is core's (fileio.h), so is its fault hook; the safetensors names remain. */
+void ufp4_st_test_fault(ufp4_st_fault f) {
+  static const ufp4_io_fault io[] = {[UFP4_ST_FAULT_NONE] = UFP4_IO_FAULT_NONE,
+                                     [UFP4_ST_FAULT_WRITE] = UFP4_IO_FAULT_WRITE,
+                                     [UFP4_ST_FAULT_FSYNC] = UFP4_IO_FAULT_FSYNC,
+                                     [UFP4_ST_FAULT_RENAME] = UFP4_IO_FAULT_RENAME};
+  ufp4_io_test_fault((unsigned)f < sizeof io / sizeof *io ? io[f] : UFP4_IO_FAULT_NONE);
 }
 
 typedef struct {
@@ -206,17 +106,21 @@ static int cmp_meta_key(const void *a, const void *b) {
   return strcmp((*(const ufp4_st_meta *const *)a)->key, (*(const ufp4_st_meta *const *)b)->key);
 }
 
-static int write_tensor(sink *s, const wentry *e, void *buf, size_t buf_len) {
+/* Writes one tensor's bytes, converting a float source to 16 bits through buf a chunk at a time. */
+static int write_tensor(ufp4_atomic_file *a, const wentry *e, void *buf, size_t buf_len) {
   const ufp4_st_tensor *t = e->t;
-  if (t->src == UFP4_ST_SRC_RAW || t->dtype == UFP4_ST_F32) return write_all(s, t->data, e->nbytes);
+  if (t->src == UFP4_ST_SRC_RAW || t->dtype == UFP4_ST_F32)
+    return ufp4_atomic_write(a, t->data, e->nbytes);
   const float *x = t->data;
   uint16_t *h = buf;
   size_t per = buf_len / sizeof *h;
   for (size_t i = 0; i < e->count; i += per) {
     size_t n = e->count - i < per ? e->count - i : per;
     for (size_t j = 0; j < n; j++)
-      h[j] = t->dtype == UFP4_ST_BF16 ? ufp4_f32_to_bf16_bits(x[i + j]) : f32_to_f16_bits(x[i + j]);
-    if (write_all(s, h, n * sizeof *h) != 0) return -1;
+      h[j] = t->dtype == UFP4_ST_BF16 ? ufp4_f32_to_bf16_bits(x[i + j])
+                                      : ufp4_f32_to_f16_bits(x[i + j]);
+    int rc = ufp4_atomic_write(a, h, n * sizeof *h);
+    if (rc) return rc;
   }
   return 0;
 }
@@ -228,7 +132,7 @@ static int build_header(const char *path, wentry *w, wentry **by_name, wentry **
   size_t bad;
   for (size_t i = 0; i < n; i++) {
     const ufp4_st_tensor *t = w[i].t;
-    if (!t->name || !utf8_ok((const uint8_t *)t->name, strlen(t->name), &bad))
+    if (!t->name || !ufp4_utf8_valid_no_nul(t->name, strlen(t->name), &bad))
       return ufp4_fail(UFP4_EINVAL, "%s: tensor %zu has no name or a name that is not UTF-8", path, i);
     if (strcmp(t->name, "__metadata__") == 0)
       return ufp4_fail(UFP4_EINVAL, "%s: \"__metadata__\" is reserved, not a tensor name", path);
@@ -259,8 +163,8 @@ static int build_header(const char *path, wentry *w, wentry **by_name, wentry **
       return ufp4_fail(UFP4_EINVAL, "%s: tensor name %s appears twice", path, by_name[i]->t->name);
   for (size_t i = 0; i < n_meta; i++) {
     if (!meta[i].key || !meta[i].value ||
-        !utf8_ok((const uint8_t *)meta[i].key, strlen(meta[i].key), &bad) ||
-        !utf8_ok((const uint8_t *)meta[i].value, strlen(meta[i].value), &bad))
+        !ufp4_utf8_valid_no_nul(meta[i].key, strlen(meta[i].key), &bad) ||
+        !ufp4_utf8_valid_no_nul(meta[i].value, strlen(meta[i].value), &bad))
       return ufp4_fail(UFP4_EINVAL, "%s: metadata pair %zu is missing or not UTF-8", path, i);
     meta_sorted[i] = &meta[i];
   }
@@ -320,102 +224,42 @@ done:
   return rc ? ufp4_fail(rc, "%s: out of memory building the header", path) : 0;
 }
 
-static int fsync_parent(const char *path) {
-  const char *slash = strrchr(path, '/');
-  char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-  if (!dir) return -1;
-  int fd = open(dir, O_RDONLY | O_DIRECTORY);
-  free(dir);
-  if (fd < 0) return -1;
-  int rc = fsync(fd);
-  int err = errno;
-  close(fd);
-  if (rc != 0 && err == EINVAL) return 0;
-  errno = err;
-  return rc;
+/* Header, then the tensors in layout order, through core's atomic write (fileio.h): a failure
+ * leaves an existing file untouched and no temporary behind. */
+static int write_file(const char *path, const char *header, size_t header_len, wentry **layout,
+                      size_t n) {
+  size_t buf_len = (size_t)1 << 16;
+  void *buf = malloc(buf_len);
+  if (!buf) return ufp4_fail(UFP4_ENOMEM, "%s: out of memory", path);
+  ufp4_atomic_file a;
+  int rc = ufp4_atomic_open(&a, path);
+  if (!rc) rc = ufp4_atomic_write(&a, header, header_len);
+  for (size_t i = 0; !rc && i < n; i++) rc = write_tensor(&a, layout[i], buf, buf_len);
+  free(buf);
+  if (rc) {
+    ufp4_atomic_abort(&a);
+    return rc;
+  }
+  return ufp4_atomic_commit(&a);
 }
 
 int ufp4_st_write(const char *path, const ufp4_st_tensor *tensors, size_t n, const ufp4_st_meta *meta,
                   size_t n_meta) {
   if (!path || (n && !tensors) || (n_meta && !meta))
     return ufp4_fail(UFP4_EINVAL, "ufp4_st_write: NULL path, tensors or metadata");
-  int rc = UFP4_ENOMEM;
-  const char *what = NULL;
-  char errbuf[128];
-  char *header = NULL, *tmp = NULL, *buf = NULL;
+  int rc;
+  char *header = NULL;
   size_t header_len = 0;
-  sink s = {-1, 0};
   wentry *w = calloc(n ? n : 1, sizeof *w);
   wentry **by_name = calloc(n ? n : 1, sizeof *by_name), **layout = calloc(n ? n : 1, sizeof *layout);
   const ufp4_st_meta **ms = calloc(n_meta ? n_meta : 1, sizeof *ms);
   if (!w || !by_name || !layout || !ms) {
-    ufp4_fail(rc, "%s: out of memory", path);
-    goto out;
-  }
-  for (size_t i = 0; i < n; i++) w[i].t = &tensors[i];
-  rc = build_header(path, w, by_name, layout, n, meta, ms, n_meta, &header, &header_len);
-  if (rc) goto out;
-
-  size_t buf_len = (size_t)1 << 16;
-  tmp = malloc(strlen(path) + 16);
-  buf = malloc(buf_len);
-  if (!tmp || !buf) {
     rc = ufp4_fail(UFP4_ENOMEM, "%s: out of memory", path);
-    goto out;
+  } else {
+    for (size_t i = 0; i < n; i++) w[i].t = &tensors[i];
+    rc = build_header(path, w, by_name, layout, n, meta, ms, n_meta, &header, &header_len);
+    if (!rc) rc = write_file(path, header, header_len, layout, n);
   }
-  sprintf(tmp, "%s.tmp.XXXXXX", path);
-  rc = UFP4_EIO;
-  s.fd = mkstemp(tmp);
-  if (s.fd < 0) {
-    what = "cannot create a temporary file";
-    tmp[0] = '\0'; /* nothing to unlink */
-    goto os_fail;
-  }
-  /* mkstemp makes 0600; checkpoints are meant to be read by other tools and users. */
-  if (fchmod(s.fd, 0644) != 0) {
-    what = "fchmod failed";
-    goto os_fail;
-  }
-  if (write_all(&s, header, header_len) != 0) {
-    what = "write failed";
-    goto os_fail;
-  }
-  for (size_t i = 0; i < n; i++)
-    if (write_tensor(&s, layout[i], buf, buf_len) != 0) {
-      what = "write failed";
-      goto os_fail;
-    }
-  if (fault == UFP4_ST_FAULT_FSYNC) errno = EIO;
-  if (fault == UFP4_ST_FAULT_FSYNC || fsync(s.fd) != 0) {
-    what = "fsync failed";
-    goto os_fail;
-  }
-  int fd = s.fd;
-  s.fd = -1;
-  if (close(fd) != 0) {
-    what = "close failed";
-    goto os_fail;
-  }
-  if (fault == UFP4_ST_FAULT_RENAME) errno = EACCES;
-  if (fault == UFP4_ST_FAULT_RENAME || rename(tmp, path) != 0) {
-    what = "rename failed";
-    goto os_fail;
-  }
-  tmp[0] = '\0';
-  if (fsync_parent(path) != 0) {
-    rc = ufp4_fail(UFP4_EIO, "%s: written, but fsync of its folder failed: %s", path,
-                   os_error(errno, errbuf, sizeof errbuf));
-    goto out;
-  }
-  rc = 0;
-  goto out;
-os_fail:
-  rc = ufp4_fail(UFP4_EIO, "%s: %s: %s", path, what, os_error(errno, errbuf, sizeof errbuf));
-out:
-  if (s.fd >= 0) close(s.fd);
-  if (tmp && tmp[0]) unlink(tmp);
-  free(tmp);
-  free(buf);
   free(header);
   free(w);
   free(by_name);
@@ -629,7 +473,7 @@ int ufp4_st_parse(const uint8_t *buf, size_t len, const char *name, ufp4_st **ou
                      (unsigned long long)hn, len);
   if (hn == 0) return ufp4_fail(UFP4_EFORMAT, "%s: header size is 0 (no JSON)", name);
   size_t bad;
-  if (!utf8_ok(buf + 8, (size_t)hn, &bad))
+  if (!ufp4_utf8_valid_no_nul(buf + 8, (size_t)hn, &bad))
     return ufp4_fail(UFP4_EFORMAT, "%s: header is not valid UTF-8 (or holds a NUL) at byte %zu", name, 8 + bad);
 
   ufp4_st *st = calloc(1, sizeof *st);
@@ -750,7 +594,7 @@ int ufp4_st_read_f32(const ufp4_st *st, const char *name, float *dst, const size
       uint16_t h;
       memcpy(&h, p + 2 * i, 2);
       if (t->dtype == UFP4_ST_F16) {
-        dst[i] = f16_bits_to_f32(h);
+        dst[i] = ufp4_f16_bits_to_f32(h);
       } else {
         uint32_t u = (uint32_t)h << 16;
         memcpy(&dst[i], &u, 4);

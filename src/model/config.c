@@ -50,8 +50,8 @@ static int check_moe(const ufp4_model_config *c) {
   if (!(c->moe_aux_coef >= 0) || !isfinite(c->moe_aux_coef) || !(c->moe_z_coef >= 0) || !isfinite(c->moe_z_coef))
     return ufp4_fail(UFP4_EINVAL, "model: moe_aux_coef and moe_z_coef must be finite and >= 0");
   if (c->moe_experts == 0) return 0;
-  if (c->moe_experts < 0 || c->moe_experts > 4096)
-    return ufp4_fail(UFP4_EINVAL, "model: moe_experts %d not in [0, 4096]", c->moe_experts);
+  if (c->moe_experts < 0 || c->moe_experts > UFP4_MOE_MAX_EXPERTS)
+    return ufp4_fail(UFP4_EINVAL, "model: moe_experts %d not in [0, %d]", c->moe_experts, UFP4_MOE_MAX_EXPERTS);
   if (c->moe_top_k < 1 || c->moe_top_k > 2 || c->moe_top_k > c->moe_experts)
     return ufp4_fail(UFP4_EINVAL, "model: moe_top_k %d must be 1 or 2 and <= moe_experts %d", c->moe_top_k,
                      c->moe_experts);
@@ -66,7 +66,8 @@ static int check_moe(const ufp4_model_config *c) {
 }
 
 int ufp4_model_config_check(const ufp4_model_config *c) {
-  if (c->n_layers < 1 || c->n_layers > 4096) return ufp4_fail(UFP4_EINVAL, "model: n_layers %d not in [1, 4096]", c->n_layers);
+  if (c->n_layers < 1 || c->n_layers > UFP4_MODEL_MAX_LAYERS)
+    return ufp4_fail(UFP4_EINVAL, "model: n_layers %d not in [1, %d]", c->n_layers, UFP4_MODEL_MAX_LAYERS);
   if (c->d_model < 2 || c->n_heads < 1 || c->d_model % c->n_heads)
     return ufp4_fail(UFP4_EINVAL, "model: d_model %d must be a positive multiple of n_heads %d", c->d_model, c->n_heads);
   if ((c->d_model / c->n_heads) % 2)

@@ -338,7 +338,7 @@ static ufp4_linear_ctx proj_ctx(ufp4_model *m, int l, int proj) {
   ufp4_linear_ctx ctx = {.recipe = &m->recipe,
                          .high_precision = m->all_fp32 || l < m->recipe.keep_first || l >= L - m->recipe.keep_last,
                          .seed = m->recipe_seed,
-                         .stream_base = ((m->step * 1024 + (uint64_t)m->rank) * 4096 + (uint64_t)l) * 8 + (uint64_t)proj,
+                         .stream_base = ((m->step * 1024 + (uint64_t)m->rank) * UFP4_MODEL_MAX_LAYERS + (uint64_t)l) * 8 + (uint64_t)proj,
                          .rht_signs = m->rht_signs,
                          .probe = m->probe,
                          .layer = l,
