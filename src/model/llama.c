@@ -12,10 +12,10 @@
 #include "ufp4/moe.h"
 #include "ufp4/philox.h"
 #include "ufp4/rht.h"
+#include "ufp4/stream.h"
 #include "core/timer.h"
 
 enum { LN1 = 0, WQ, WK, WV, WO, LN2, WG, WU, WD, PER_LAYER };
-enum { N_PROJ = 7 }; /* q k v o gate up down */
 
 typedef struct {
   float *ln1, *rstd1, *q, *k, *v, *att, *ao, *mid, *ln2, *rstd2, *gate, *up, *act;
@@ -333,18 +333,58 @@ void ufp4_model_set_step(ufp4_model *m, uint64_t step, int rank) {
   m->rank = rank;
 }
 
-static ufp4_linear_ctx proj_ctx(ufp4_model *m, int l, int proj) {
+int ufp4_model_check_streams(const ufp4_model_config *c, uint64_t steps, int micro_steps, int world) {
+  if (steps < 1 || micro_steps < 1 || world < 1 || c->n_layers < 1)
+    return ufp4_fail(UFP4_EINVAL,
+                     "model: streams for %llu steps x %d micro-batches on %d ranks of %d layers: "
+                     "each must be positive",
+                     (unsigned long long)steps, micro_steps, world, c->n_layers);
+  /* Experts 0 .. E-1 and the shared expert E; a dense model uses expert 0 only. */
+  uint32_t last_expert = 0;
+  if (ufp4_model_moe_layers(c) > 0)
+    last_expert = (uint32_t)c->moe_experts - (c->moe_shared_ffn > 0 ? 0 : 1);
+  const ufp4_stream_id last = {.step = steps - 1,
+                               .micro = (uint32_t)micro_steps - 1,
+                               .micro_steps = (uint32_t)micro_steps,
+                               .rank = (uint32_t)world - 1,
+                               .layer = (uint32_t)c->n_layers - 1,
+                               .expert = last_expert,
+                               .proj = UFP4_N_PROJ - 1,
+                               .operand = UFP4_N_OPERANDS - 1};
+  return ufp4_stream_check(&last);
+}
+
+/* Projection `proj` of layer l: fp32 in kept blocks, its stochastic-rounding stream (an MoE block
+ * derives its experts' from the gate projection's). */
+static ufp4_linear_ctx proj_ctx(ufp4_model *m, int l, ufp4_proj proj) {
   const int L = m->c.n_layers;
+  const int kept = l < m->recipe.keep_first || l >= L - m->recipe.keep_last;
   ufp4_linear_ctx ctx = {.recipe = &m->recipe,
-                         .high_precision = m->all_fp32 || l < m->recipe.keep_first || l >= L - m->recipe.keep_last,
-                         .seed = m->recipe_seed,
-                         .stream_base = ((m->step * 1024 + (uint64_t)m->rank) * 4096 + (uint64_t)l) * 8 + (uint64_t)proj,
+                         .high_precision = m->all_fp32 || kept,
+                         .stream = {.seed = m->recipe_seed,
+                                    .step = m->step,
+                                    .rank = (uint32_t)m->rank,
+                                    .layer = (uint32_t)l,
+                                    .proj = (uint32_t)proj},
                          .rht_signs = m->rht_signs,
                          .probe = m->probe,
                          .layer = l,
                          .proj = proj,
                          .times = m->timing ? &m->lin_times : NULL};
   return ctx;
+}
+
+/* The seven projections of layer l. */
+typedef struct {
+  ufp4_linear_ctx q, k, v, o, gate, up, down;
+} layer_ctx;
+
+static layer_ctx layer_ctxs(ufp4_model *m, int l) {
+  layer_ctx x = {proj_ctx(m, l, UFP4_PROJ_Q),    proj_ctx(m, l, UFP4_PROJ_K),
+                 proj_ctx(m, l, UFP4_PROJ_V),    proj_ctx(m, l, UFP4_PROJ_O),
+                 proj_ctx(m, l, UFP4_PROJ_GATE), proj_ctx(m, l, UFP4_PROJ_UP),
+                 proj_ctx(m, l, UFP4_PROJ_DOWN)};
+  return x;
 }
 
 #define CHECK(call)              \
@@ -386,29 +426,28 @@ static int forward(ufp4_model *m, const int32_t *tokens, const int32_t *targets,
     float **w = m->wl + (size_t)l * PER_LAYER;
     const float *x = m->resid + (size_t)l * BT * C;
     float *y = m->resid + (size_t)(l + 1) * BT * C;
-    ufp4_linear_ctx cq = proj_ctx(m, l, 0), ck = proj_ctx(m, l, 1), cv = proj_ctx(m, l, 2), co = proj_ctx(m, l, 3),
-                    cg = proj_ctx(m, l, 4), cu = proj_ctx(m, l, 5), cd = proj_ctx(m, l, 6);
+    layer_ctx pc = layer_ctxs(m, l);
     CHECK(ufp4_rmsnorm_forward(a->ln1, a->rstd1, x, w[LN1], (int)BT, C, c->rms_eps));
-    CHECK(ufp4_linear_forward(&cq, a->ln1, w[WQ], m->tmp_q, BT, C, QD, m->lin_scratch));
+    CHECK(ufp4_linear_forward(&pc.q, a->ln1, w[WQ], m->tmp_q, BT, C, QD, m->lin_scratch));
     CHECK(ufp4_rope_forward(a->q, m->tmp_q, m->rope_cos, m->rope_sin, B, T, H, D));
-    CHECK(ufp4_linear_forward(&ck, a->ln1, w[WK], m->tmp_k, BT, C, KV, m->lin_scratch));
+    CHECK(ufp4_linear_forward(&pc.k, a->ln1, w[WK], m->tmp_k, BT, C, KV, m->lin_scratch));
     CHECK(ufp4_rope_forward(a->k, m->tmp_k, m->rope_cos, m->rope_sin, B, T, KVH, D));
-    CHECK(ufp4_linear_forward(&cv, a->ln1, w[WV], a->v, BT, C, KV, m->lin_scratch));
+    CHECK(ufp4_linear_forward(&pc.v, a->ln1, w[WV], a->v, BT, C, KV, m->lin_scratch));
     double ta = tick(m);
     CHECK(ufp4_attention_forward(a->ao, a->att, a->q, a->k, a->v, B, T, H, KVH, D));
     if (m->timing) m->times.attention += ufp4_now_s() - ta;
-    CHECK(ufp4_linear_forward(&co, a->ao, w[WO], m->tmp_c, BT, QD, C, m->lin_scratch));
+    CHECK(ufp4_linear_forward(&pc.o, a->ao, w[WO], m->tmp_c, BT, QD, C, m->lin_scratch));
     CHECK(ufp4_residual_forward(a->mid, x, m->tmp_c, BT * C));
     CHECK(ufp4_rmsnorm_forward(a->ln2, a->rstd2, a->mid, w[LN2], (int)BT, C, c->rms_eps));
     if (m->moe[l]) {
-      CHECK(ufp4_moe_forward(m->moe[l], &m->mw[l], &cg, a->ln2, m->tmp_c, BT));
+      CHECK(ufp4_moe_forward(m->moe[l], &m->mw[l], &pc.gate, a->ln2, m->tmp_c, BT));
       CHECK(ufp4_residual_forward(y, a->mid, m->tmp_c, BT * C));
       continue;
     }
-    CHECK(ufp4_linear_forward(&cg, a->ln2, w[WG], a->gate, BT, C, F, m->lin_scratch));
-    CHECK(ufp4_linear_forward(&cu, a->ln2, w[WU], a->up, BT, C, F, m->lin_scratch));
+    CHECK(ufp4_linear_forward(&pc.gate, a->ln2, w[WG], a->gate, BT, C, F, m->lin_scratch));
+    CHECK(ufp4_linear_forward(&pc.up, a->ln2, w[WU], a->up, BT, C, F, m->lin_scratch));
     CHECK(ufp4_swiglu_forward(a->act, a->gate, a->up, (int)BT, F));
-    CHECK(ufp4_linear_forward(&cd, a->act, w[WD], m->tmp_c, BT, F, C, m->lin_scratch));
+    CHECK(ufp4_linear_forward(&pc.down, a->act, w[WD], m->tmp_c, BT, F, C, m->lin_scratch));
     CHECK(ufp4_residual_forward(y, a->mid, m->tmp_c, BT * C));
   }
   double th = tick(m);
@@ -446,25 +485,24 @@ static int backward(ufp4_model *m, float dloss) {
     layer_acts *a = &m->la[l];
     float **w = m->wl + (size_t)l * PER_LAYER, **g = m->gl + (size_t)l * PER_LAYER;
     const float *x = m->resid + (size_t)l * BT * C;
-    ufp4_linear_ctx cq = proj_ctx(m, l, 0), ck = proj_ctx(m, l, 1), cv = proj_ctx(m, l, 2), co = proj_ctx(m, l, 3),
-                    cg = proj_ctx(m, l, 4), cu = proj_ctx(m, l, 5), cd = proj_ctx(m, l, 6);
+    layer_ctx pc = layer_ctxs(m, l);
     /* MLP half: d_resid holds dL/d(block output) = dL/d(mid) through the residual. */
     memset(m->d_ln, 0, BT * C * sizeof(float));
     if (m->moe[l]) {
-      CHECK(ufp4_moe_backward(m->moe[l], &m->mw[l], &m->mg[l], &cg, m->d_resid, m->d_ln, dloss));
+      CHECK(ufp4_moe_backward(m->moe[l], &m->mw[l], &m->mg[l], &pc.gate, m->d_resid, m->d_ln, dloss));
     } else {
       memset(m->d_act, 0, BT * F * sizeof(float));
-      CHECK(ufp4_linear_backward(&cd, m->d_resid, a->act, w[WD], m->d_act, g[WD], BT, F, C, m->lin_scratch));
+      CHECK(ufp4_linear_backward(&pc.down, m->d_resid, a->act, w[WD], m->d_act, g[WD], BT, F, C, m->lin_scratch));
       memset(m->d_gate, 0, BT * F * sizeof(float));
       memset(m->d_up, 0, BT * F * sizeof(float));
       CHECK(ufp4_swiglu_backward(m->d_gate, m->d_up, m->d_act, a->gate, a->up, (int)BT, F));
-      CHECK(ufp4_linear_backward(&cg, m->d_gate, a->ln2, w[WG], m->d_ln, g[WG], BT, C, F, m->lin_scratch));
-      CHECK(ufp4_linear_backward(&cu, m->d_up, a->ln2, w[WU], m->d_ln, g[WU], BT, C, F, m->lin_scratch));
+      CHECK(ufp4_linear_backward(&pc.gate, m->d_gate, a->ln2, w[WG], m->d_ln, g[WG], BT, C, F, m->lin_scratch));
+      CHECK(ufp4_linear_backward(&pc.up, m->d_up, a->ln2, w[WU], m->d_ln, g[WU], BT, C, F, m->lin_scratch));
     }
     CHECK(ufp4_rmsnorm_backward(m->d_resid, g[LN2], m->d_ln, a->mid, w[LN2], a->rstd2, (int)BT, C));
     /* Attention half: d_resid now holds dL/d(mid). */
     memset(m->d_ao, 0, BT * QD * sizeof(float));
-    CHECK(ufp4_linear_backward(&co, m->d_resid, a->ao, w[WO], m->d_ao, g[WO], BT, QD, C, m->lin_scratch));
+    CHECK(ufp4_linear_backward(&pc.o, m->d_resid, a->ao, w[WO], m->d_ao, g[WO], BT, QD, C, m->lin_scratch));
     memset(m->d_q, 0, BT * QD * sizeof(float));
     memset(m->d_k, 0, BT * KV * sizeof(float));
     memset(m->d_v, 0, BT * KV * sizeof(float));
@@ -477,9 +515,9 @@ static int backward(ufp4_model *m, float dloss) {
     CHECK(ufp4_rope_backward(m->d_qpre, m->d_q, m->rope_cos, m->rope_sin, B, T, H, D));
     CHECK(ufp4_rope_backward(m->d_kpre, m->d_k, m->rope_cos, m->rope_sin, B, T, KVH, D));
     memset(m->d_ln, 0, BT * C * sizeof(float));
-    CHECK(ufp4_linear_backward(&cq, m->d_qpre, a->ln1, w[WQ], m->d_ln, g[WQ], BT, C, QD, m->lin_scratch));
-    CHECK(ufp4_linear_backward(&ck, m->d_kpre, a->ln1, w[WK], m->d_ln, g[WK], BT, C, KV, m->lin_scratch));
-    CHECK(ufp4_linear_backward(&cv, m->d_v, a->ln1, w[WV], m->d_ln, g[WV], BT, C, KV, m->lin_scratch));
+    CHECK(ufp4_linear_backward(&pc.q, m->d_qpre, a->ln1, w[WQ], m->d_ln, g[WQ], BT, C, QD, m->lin_scratch));
+    CHECK(ufp4_linear_backward(&pc.k, m->d_kpre, a->ln1, w[WK], m->d_ln, g[WK], BT, C, KV, m->lin_scratch));
+    CHECK(ufp4_linear_backward(&pc.v, m->d_v, a->ln1, w[WV], m->d_ln, g[WV], BT, C, KV, m->lin_scratch));
     CHECK(ufp4_rmsnorm_backward(m->d_resid, g[LN1], m->d_ln, x, w[LN1], a->rstd1, (int)BT, C));
   }
   CHECK(ufp4_embedding_backward(m->g_embed, m->d_resid, m->tokens, (int)BT, V, C));

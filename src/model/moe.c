@@ -156,10 +156,12 @@ size_t ufp4_moe_activation_bytes(const ufp4_moe *s) {
          s->ints * sizeof(ptrdiff_t);
 }
 
-/* Expert e's GEMM `kind` (0 gate, 1 up, 2 down): the template with its own streams and probe id. */
+/* Expert e's GEMM `kind` (0 gate, 1 up, 2 down): the template (the layer's gate projection) with
+ * the expert's own streams, projections gate, up, down of expert e, and its probe id. */
 static ufp4_linear_ctx expert_ctx(const ufp4_linear_ctx *t, int e, int kind) {
   ufp4_linear_ctx c = *t;
-  c.stream_base = t->stream_base + (uint64_t)kind + ((uint64_t)e << 50);
+  c.stream.proj = t->stream.proj + (uint32_t)kind;
+  c.stream.expert = (uint32_t)e;
   c.proj = UFP4_PROJ_EXPERT(e, kind);
   return c;
 }
