@@ -373,6 +373,9 @@ void ufp4_model_phase_times(const ufp4_model *m, ufp4_model_times *out) {
 
 void ufp4_model_zero_grads(ufp4_model *m) { memset(m->grads, 0, m->n_params * sizeof(float)); }
 
+/* Top half of the weight-initialization streams ("INIT" in ASCII); the tensor index is the bottom. */
+#define INIT_STREAM_TAG UINT64_C(0x494e4954)
+
 void ufp4_model_init(ufp4_model *m, uint64_t seed) {
   int nt = ufp4_model_tensor_count(&m->c);
   for (int i = 0; i < nt; i++) {
@@ -383,7 +386,7 @@ void ufp4_model_init(ufp4_model *m, uint64_t seed) {
       for (size_t j = 0; j < t.count; j++) w[j] = 1.0f;
       continue;
     }
-    const uint64_t stream = 0x494e4954ull << 32 | (uint64_t)i; /* "INIT" */
+    const uint64_t stream = INIT_STREAM_TAG << 32 | (uint64_t)i;
 #pragma omp parallel for schedule(static) if (t.count > 65536)
     for (size_t j = 0; j < t.count; j++) w[j] = m->c.init_std * ufp4_philox_normal(seed, stream, j);
   }
@@ -392,9 +395,10 @@ void ufp4_model_init(ufp4_model *m, uint64_t seed) {
 int ufp4_model_set_recipe(ufp4_model *m, const ufp4_recipe *r, uint64_t seed) {
   m->recipe = *r;
   m->recipe_seed = seed;
-  if (r->rht_signs == UFP4_SIGNS_NVIDIA) memcpy(m->rht_signs, ufp4_rht_signs_nvidia16,
-                                                sizeof(float) * 16);
-  else ufp4_rht_signs_random(m->rht_signs, r->rht_n, seed);
+  if (r->rht_signs == UFP4_SIGNS_NVIDIA)
+    memcpy(m->rht_signs, ufp4_rht_signs_nvidia16, sizeof ufp4_rht_signs_nvidia16);
+  else
+    ufp4_rht_signs_random(m->rht_signs, r->rht_n, seed);
   return 0;
 }
 

@@ -177,7 +177,10 @@ size_t ufp4_moe_activation_bytes(const ufp4_moe *s) {
          s->ints * sizeof(ptrdiff_t);
 }
 
-/* Expert e's GEMM `kind` (0 gate, 1 up, 2 down): the template (the layer's gate projection) with
+/* An expert's three GEMMs, in the order of the dense gate, up and down projections. */
+enum { EXPERT_GATE = 0, EXPERT_UP, EXPERT_DOWN };
+
+/* Expert e's GEMM `kind` (EXPERT_*): the template (the layer's gate projection) with
  * the expert's own streams, projections gate, up, down of expert e, and its probe id. */
 static ufp4_linear_ctx expert_ctx(const ufp4_linear_ctx *t, int e, int kind) {
   ufp4_linear_ctx c = *t;
@@ -202,7 +205,8 @@ static int check_tensors(const ufp4_moe *s, const ufp4_moe_tensors *w, const cha
 static int mlp_forward(ufp4_moe *s, const ufp4_linear_ctx *tmpl, int e, const float *X, const float *Wg,
                        const float *Wu, const float *Wd, float *h, float *u, float *a, float *y, size_t n, int F) {
   const size_t C = (size_t)s->C;
-  ufp4_linear_ctx cg = expert_ctx(tmpl, e, 0), cu = expert_ctx(tmpl, e, 1), cd = expert_ctx(tmpl, e, 2);
+  ufp4_linear_ctx cg = expert_ctx(tmpl, e, EXPERT_GATE), cu = expert_ctx(tmpl, e, EXPERT_UP),
+                  cd = expert_ctx(tmpl, e, EXPERT_DOWN);
   CHECK(ufp4_linear_forward(&cg, X, Wg, h, n, C, (size_t)F, s->lin_scratch));
   CHECK(ufp4_linear_forward(&cu, X, Wu, u, n, C, (size_t)F, s->lin_scratch));
   CHECK(ufp4_swiglu_forward(a, h, u, (int)n, F));
@@ -215,7 +219,8 @@ static int mlp_backward(ufp4_moe *s, const ufp4_linear_ctx *tmpl, int e, const f
                         const float *Wg, const float *Wu, const float *Wd, const float *h, const float *u,
                         const float *a, float *dX, float *gWg, float *gWu, float *gWd, size_t n, int F) {
   const size_t C = (size_t)s->C, nf = n * (size_t)F;
-  ufp4_linear_ctx cg = expert_ctx(tmpl, e, 0), cu = expert_ctx(tmpl, e, 1), cd = expert_ctx(tmpl, e, 2);
+  ufp4_linear_ctx cg = expert_ctx(tmpl, e, EXPERT_GATE), cu = expert_ctx(tmpl, e, EXPERT_UP),
+                  cd = expert_ctx(tmpl, e, EXPERT_DOWN);
   memset(s->d_a, 0, nf * sizeof(float));
   CHECK(ufp4_linear_backward(&cd, dY, a, Wd, s->d_a, gWd, n, (size_t)F, C, s->lin_scratch));
   memset(s->d_h, 0, nf * sizeof(float));
