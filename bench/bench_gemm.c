@@ -120,7 +120,7 @@ int ufp4_bench_gemm(const ufp4_bench_gemm_opts *o, FILE *out) {
           float signs[UFP4_RHT_MAX];
           if (rec.rht_n > 0) ufp4_rht_signs_random(signs, rec.rht_n, 7);
           ufp4_linear_times lt = {0, 0};
-          ufp4_linear_ctx ctx = {.recipe = &rec, .seed = 7, .stream_base = 1, .rht_signs = signs};
+          ufp4_linear_ctx ctx = {.recipe = &rec, .stream = {.seed = 7, .proj = 1}, .rht_signs = signs};
           layer_io io = {&ctx, X, W, dY, Y, dX, dW, scratch, s->n, s->in, s->out};
           /* beta 1 like the layer's backward; the values only grow a little over the reps. */
           ufp4_sgemm_abt(A, Bm, C, m, n2, k, 0.0f);

@@ -19,7 +19,7 @@ PUBLIC = {
     "formats": "grid minifloat",
     "transforms": "rht",
     "quant": "quant",
-    "linear": "gemm linear recipe",
+    "linear": "gemm linear recipe stream",
     "model": "layers model moe",
     "analysis": "measures synth stats diagnostics",
     "io": "npy safetensors",

@@ -107,7 +107,7 @@ static void test_split_backward(void **state) {
   assert_int_equal(ufp4_recipe_parse("ufp4", &r), 0);
   float signs[UFP4_RHT_MAX];
   ufp4_rht_signs_random(signs, r.rht_n, 9);
-  ufp4_linear_ctx ctx = {.recipe = &r, .seed = 9, .stream_base = 4, .rht_signs = signs};
+  ufp4_linear_ctx ctx = {.recipe = &r, .stream = {.seed = 9, .proj = 4}, .rht_signs = signs};
   float *X = malloc(N * IN * sizeof(float)), *W = malloc(OUT * IN * sizeof(float)), *dY = malloc(N * OUT * sizeof(float));
   float *dX0 = calloc(N * IN, sizeof(float)), *dX1 = calloc(N * IN, sizeof(float));
   float *dW0 = calloc(OUT * IN, sizeof(float)), *dW1 = calloc(OUT * IN, sizeof(float));

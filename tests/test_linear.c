@@ -35,7 +35,7 @@ static operands *make_operands(void) {
 }
 
 static ufp4_linear_ctx ctx_for(const ufp4_recipe *r, const float *signs) {
-  ufp4_linear_ctx c = {.recipe = r, .seed = 11, .stream_base = 5, .rht_signs = signs};
+  ufp4_linear_ctx c = {.recipe = r, .stream = {.seed = 11, .proj = 5}, .rht_signs = signs};
   return c;
 }
 
@@ -80,8 +80,10 @@ static void ref_transpose(const float *src, float *dst, size_t rows, size_t cols
 static void quant_operand(const ufp4_recipe *r, const ufp4_linear_ctx *ctx, ufp4_operand op, float *x,
                           size_t rows, size_t cols) {
   ufp4_qformat f = ufp4_recipe_operand_format(r, op);
-  f.seed = ctx->seed;
-  f.stream = (ctx->stream_base << 3) + op;
+  ufp4_stream_id id = ctx->stream;
+  id.operand = op;
+  f.seed = id.seed;
+  f.stream = ufp4_stream_value(&id);
   f.rht_signs = ctx->rht_signs;
   float pre = ufp4_round_is_stochastic(f.round) ? r->sr_prescale : 1.0f;
   for (size_t i = 0; i < rows * cols; i++) x[i] *= pre;

@@ -25,8 +25,11 @@
 static ufp4_linear_ctx make_ctx(ufp4_recipe *r, const char *spec, float *signs) {
   assert_int_equal(ufp4_recipe_parse(spec, r), 0);
   ufp4_rht_signs_random(signs, r->rht_n, 17);
-  ufp4_linear_ctx c = {.recipe = r, .seed = 29, .stream_base = ((uint64_t)3 * 4096 + 1) * 8 + 4, .rht_signs = signs,
-                       .layer = 1, .proj = 4};
+  ufp4_linear_ctx c = {.recipe = r,
+                       .stream = {.seed = 29, .rank = 3, .layer = 1, .proj = 4},
+                       .rht_signs = signs,
+                       .layer = 1,
+                       .proj = 4};
   return c;
 }
 
@@ -206,9 +209,9 @@ static void check_isolation(const char *spec) {
       }
     assert_int_equal(m, n);
     ufp4_linear_ctx cg = ctx, cu = ctx, cd = ctx;
-    cg.stream_base += (uint64_t)e << 50;
-    cu.stream_base += 1 + ((uint64_t)e << 50);
-    cd.stream_base += 2 + ((uint64_t)e << 50);
+    cg.stream.expert = cu.stream.expert = cd.stream.expert = (uint32_t)e;
+    cu.stream.proj += 1;
+    cd.stream.proj += 2;
     assert_int_equal(ufp4_linear_forward(&cg, X, f->wg[e], h, np, C, Fe, scratch), 0);
     assert_int_equal(ufp4_linear_forward(&cu, X, f->wu[e], u, np, C, Fe, scratch), 0);
     assert_int_equal(ufp4_swiglu_forward(a, h, u, (int)np, Fe), 0);
@@ -258,8 +261,8 @@ static void check_dense(const char *spec, size_t N) {
 
   /* The dense model's MLP (src/model/llama.c): projections 4, 5, 6 of the layer. */
   ufp4_linear_ctx cg = ctx, cu = ctx, cd = ctx;
-  cu.stream_base += 1, cu.proj = 5;
-  cd.stream_base += 2, cd.proj = 6;
+  cu.stream.proj += 1, cu.proj = 5;
+  cd.stream.proj += 2, cd.proj = 6;
   float *scratch = malloc(ufp4_linear_scratch_floats(N, C, F) * 2 * sizeof(float));
   float *h = malloc(N * F * sizeof(float)), *u = malloc(N * F * sizeof(float)), *a = malloc(N * F * sizeof(float));
   float *y = malloc(N * C * sizeof(float)), *da = calloc(N * F, sizeof(float)), *dh = calloc(N * F, sizeof(float));

@@ -117,7 +117,7 @@ static void ref_free(ref_result *r) {
 
 static ufp4_linear_ctx spec_ctx(ufp4_recipe *r, const char *spec) {
   assert_int_equal(ufp4_recipe_parse(spec, r), 0);
-  ufp4_linear_ctx c = {.recipe = r, .seed = 3, .stream_base = 100, .proj = 4};
+  ufp4_linear_ctx c = {.recipe = r, .stream = {.seed = 3, .layer = 12, .proj = 4}, .proj = 4};
   return c;
 }
 

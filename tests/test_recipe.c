@@ -103,6 +103,18 @@ static void test_format_round_trips(void **state) {
   }
 }
 
+/* Each operand slot belongs to the GEMM of the table in recipe.h. */
+static void test_operand_gemm(void **state) {
+  (void)state;
+  assert_int_equal(ufp4_operand_gemm(UFP4_OP_FPROP_X), UFP4_FPROP);
+  assert_int_equal(ufp4_operand_gemm(UFP4_OP_FPROP_W), UFP4_FPROP);
+  assert_int_equal(ufp4_operand_gemm(UFP4_OP_DGRAD_DY), UFP4_DGRAD);
+  assert_int_equal(ufp4_operand_gemm(UFP4_OP_DGRAD_W), UFP4_DGRAD);
+  assert_int_equal(ufp4_operand_gemm(UFP4_OP_WGRAD_DY), UFP4_WGRAD);
+  assert_int_equal(ufp4_operand_gemm(UFP4_OP_WGRAD_X), UFP4_WGRAD);
+  assert_int_equal(UFP4_N_OPERANDS, UFP4_N_GEMMS * UFP4_OPERANDS_PER_GEMM);
+}
+
 static void test_operand_formats(void **state) {
   (void)state;
   ufp4_recipe r;
@@ -122,7 +134,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_presets_match_reference_table), cmocka_unit_test(test_overrides),
       cmocka_unit_test(test_errors_name_the_problem), cmocka_unit_test(test_format_round_trips),
-      cmocka_unit_test(test_operand_formats),
+      cmocka_unit_test(test_operand_formats), cmocka_unit_test(test_operand_gemm),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

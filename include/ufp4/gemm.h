@@ -14,7 +14,19 @@
 extern "C" {
 #endif
 
-/* C [m, n] = A [m, k] B [n, k]^T + beta C, all row-major with tight leading dimensions. */
+/* Whether an operand is stored transposed: A as [k, m] instead of [m, k], B as [n, k] instead of
+ * [k, n]. */
+typedef enum { UFP4_GEMM_N = 0, UFP4_GEMM_T } ufp4_gemm_trans;
+
+/* C [m, n] = alpha op(A) op(B) + beta C, row-major with leading dimensions lda, ldb, ldc (for
+ * products on views into larger arrays, such as one head of an attention layer). The tile grid
+ * depends on m and n only; each tile is one single-threaded OpenBLAS call with the same k. */
+void ufp4_sgemm(ufp4_gemm_trans ta, ufp4_gemm_trans tb, size_t m, size_t n, size_t k, float alpha,
+                const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C,
+                size_t ldc);
+
+/* The tight cases, alpha = 1:
+ * C [m, n] = A [m, k] B [n, k]^T + beta C, all row-major with tight leading dimensions. */
 void ufp4_sgemm_abt(const float *A, const float *B, float *C, size_t m, size_t n, size_t k, float beta);
 /* C [m, n] = A [m, k] B [k, n] + beta C. */
 void ufp4_sgemm_ab(const float *A, const float *B, float *C, size_t m, size_t n, size_t k, float beta);

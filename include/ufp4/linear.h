@@ -15,14 +15,16 @@
  * transpose is quantized straight from its source (out of place), so only the transposed 4-bit
  * operands pay for a separate copy.
  *
- * Stochastic rounding streams: operand op of a layer uses stream (ctx->stream_base << 3) + op, so
- * the bits depend on (seed, layer, step, rank) through stream_base and never on threads. */
+ * Stochastic rounding streams: operand op of a layer draws from ctx->stream with its operand field
+ * set to op (stream.h), so the bits depend on (seed, step, rank, layer, expert, projection, operand)
+ * and never on threads. A stream id whose fields do not fit stream.h's packing is refused. */
 #ifndef UFP4_LINEAR_H
 #define UFP4_LINEAR_H
 
 #include <stddef.h>
 #include <stdint.h>
 #include "ufp4/recipe.h"
+#include "ufp4/stream.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -49,8 +51,7 @@ typedef struct {
 typedef struct {
   const ufp4_recipe *recipe;
   int high_precision;     /* 1: run this layer in fp32 whatever the recipe (kept blocks) */
-  uint64_t seed;
-  uint64_t stream_base;   /* caller-chosen, unique per (layer, step, rank) */
+  ufp4_stream_id stream;  /* the layer's stream; the GEMMs fill in the operand field */
   const float *rht_signs; /* recipe->rht_n signs */
   const ufp4_linear_probe *probe; /* NULL: no diagnostics */
   int layer, proj;                /* identify the layer to the probe */

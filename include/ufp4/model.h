@@ -37,10 +37,22 @@
 extern "C" {
 #endif
 
-/* Most transformer blocks a model may have: the stochastic-rounding stream of layer l's
- * projections counts layers in steps of this (proj_ctx in llama.c), so l must stay below it for
- * the streams of two layers to stay distinct. The experts limit is UFP4_MOE_MAX_EXPERTS (moe.h). */
-#define UFP4_MODEL_MAX_LAYERS 4096
+/* Most transformer blocks a model may have: a layer's stochastic-rounding streams carry its index
+ * in a field of UFP4_STREAM_LAYER_BITS bits (stream.h), so more layers would share streams. The
+ * experts limit is UFP4_MOE_MAX_EXPERTS (moe.h). */
+#define UFP4_MODEL_MAX_LAYERS (1 << UFP4_STREAM_LAYER_BITS)
+
+/* The projections of a block, as the stream's and the probe's proj (MoE experts: moe.h). */
+typedef enum {
+  UFP4_PROJ_Q = 0,
+  UFP4_PROJ_K,
+  UFP4_PROJ_V,
+  UFP4_PROJ_O,
+  UFP4_PROJ_GATE,
+  UFP4_PROJ_UP,
+  UFP4_PROJ_DOWN,
+  UFP4_N_PROJ
+} ufp4_proj;
 
 typedef struct {
   int n_layers;       /* 1..UFP4_MODEL_MAX_LAYERS */
@@ -113,8 +125,15 @@ int ufp4_model_set_recipe(ufp4_model *m, const ufp4_recipe *r, uint64_t seed);
 void ufp4_model_set_high_precision(ufp4_model *m, int on);
 /* Diagnostics hook passed to every block projection (linear.h); NULL removes it. */
 void ufp4_model_set_probe(ufp4_model *m, const ufp4_linear_probe *probe);
-/* The stochastic-rounding stream of this step (combined with layer and projection inside). */
+/* The stochastic-rounding streams of the next forward and backward (stream.h): `step` is the run's
+ * micro-batch index (optimizer step * micro-batches per step + micro-batch), `rank` the
+ * data-parallel rank; each projection adds its layer, expert, projection and operand. A
+ * quantized GEMM refuses a step or rank that does not fit its stream field. */
 void ufp4_model_set_step(ufp4_model *m, uint64_t step, int rank);
+/* 0 when a run of `steps` optimizer steps of `micro_steps` micro-batches on `world` ranks gives
+ * every quantized operand of every projection (and expert) its own stochastic-rounding stream;
+ * otherwise UFP4_EINVAL naming the field that does not fit (e.g. a world of more than 1024). */
+int ufp4_model_check_streams(const ufp4_model_config *c, uint64_t steps, int micro_steps, int world);
 
 /* Forward over tokens [B, T] (T <= seq_len). With targets (may be NULL) computes the mean
  * cross-entropy into *loss (ignore index -1 counts nothing). Keeps activations for backward. */

@@ -54,7 +54,8 @@
  *   caller adds it to its objective and backward adds its gradient scaled by dloss.
  * Stochastic-rounding streams / probe ids: ctx is the TEMPLATE (the dense gate projection's ctx of
  *   this layer, proj 4). Expert e, GEMM kind k (0 gate, 1 up, 2 down) runs with a copy of it whose
- *   stream_base = template.stream_base + k + ((uint64_t)e << 50) and proj = UFP4_PROJ_EXPERT(e, k);
+ *   stream has proj = template.stream.proj + k and expert = e (stream.h), and whose probe id is
+ *   proj = UFP4_PROJ_EXPERT(e, k);
  *   the shared expert uses e = E. Expert 0 therefore uses exactly the dense gate/up/down streams:
  *   E = 1, k = 1, no shared expert equals the dense MLP bit for bit under every recipe when N is a
  *   multiple of 16, and under fp32/bf16 at any N. (With 4-bit operands and N not a multiple of 16
@@ -89,8 +90,8 @@ extern "C" {
 /* Probe id of expert e's GEMM kind k (0 gate, 1 up, 2 down); shared expert: e = n_experts.
  * Dense projections keep 0..6. */
 #define UFP4_PROJ_EXPERT(e, k) (8 + 3 * (e) + (k))
-/* Most experts a block may have: expert e's streams add e << 50 to stream_base, and linear.h
- * shifts stream_base left by 3, so e must stay below 2^11 for the streams to stay distinct. */
+/* Most experts a block may have: with the shared expert (e = E) it stays within the stream's
+ * expert field (stream.h, UFP4_STREAM_EXPERT_BITS). */
 #define UFP4_MOE_MAX_EXPERTS 1024
 /* Rows of every group are padded to a multiple of this. */
 #define UFP4_MOE_GROUP_ALIGN 16

@@ -44,7 +44,8 @@ extern "C" {
 
 typedef enum { UFP4_FPROP = 0, UFP4_DGRAD, UFP4_WGRAD, UFP4_N_GEMMS } ufp4_gemm_kind;
 
-/* Operand slots: 2 per GEMM, in the (A, B) order of the table above. */
+/* Operand slots: UFP4_OPERANDS_PER_GEMM per GEMM, in the (A, B) order of the table above. */
+#define UFP4_OPERANDS_PER_GEMM 2
 typedef enum {
   UFP4_OP_FPROP_X = 0,
   UFP4_OP_FPROP_W,
@@ -91,6 +92,8 @@ void ufp4_recipe_format(const ufp4_recipe *r, char *buf, size_t size);
 extern const char *const ufp4_recipe_presets[];
 const char *ufp4_operand_name(ufp4_operand op);  /* "fprop.x", ... */
 const char *ufp4_gemm_name(ufp4_gemm_kind g);    /* "fprop", "dgrad", "wgrad" */
+/* The GEMM whose operand slot op is (UFP4_OP_WGRAD_X -> UFP4_WGRAD). */
+ufp4_gemm_kind ufp4_operand_gemm(ufp4_operand op);
 /* The quantizer format an operand gets under r (grid, scale, block, tile2d for W operands,
  * rounding and rht; seed, stream and rht_signs are left for the caller). */
 ufp4_qformat ufp4_recipe_operand_format(const ufp4_recipe *r, ufp4_operand op);

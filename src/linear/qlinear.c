@@ -8,6 +8,7 @@
 #include "ufp4/linear.h"
 #include "ufp4/minifloat.h"
 #include "ufp4/quant.h"
+#include "ufp4/stream.h"
 #include "core/timer.h"
 
 size_t ufp4_linear_scratch_floats(size_t n, size_t in, size_t out) {
@@ -31,9 +32,13 @@ static int prepare(const ufp4_linear_ctx *ctx, ufp4_operand op, const float *src
     return 0;
   }
   const ufp4_recipe *r = ctx->recipe;
+  ufp4_stream_id id = ctx->stream;
+  id.operand = (uint32_t)op;
+  int rc = ufp4_stream_check(&id);
+  if (rc) return rc;
   ufp4_qformat f = ufp4_recipe_operand_format(r, op);
-  f.seed = ctx->seed;
-  f.stream = (ctx->stream_base << 3) + (uint64_t)op;
+  f.seed = id.seed;
+  f.stream = ufp4_stream_value(&id);
   f.rht_signs = ctx->rht_signs;
   float pre = (ufp4_round_is_stochastic(f.round) && r->sr_prescale != 1.0f) ? r->sr_prescale : 1.0f;
   const int probe = ctx->probe && ctx->probe->operand;
@@ -49,8 +54,7 @@ static int prepare(const ufp4_linear_ctx *ctx, ufp4_operand op, const float *src
     if (probe) ctx->probe->operand(ctx->probe->ud, ctx->layer, ctx->proj, op, dst, rows, cols, &f);
     qsrc = dst;
   }
-  int rc = ufp4_fake_quant(&f, qsrc, dst, rows, cols);
-  if (rc) return rc;
+  if ((rc = ufp4_fake_quant(&f, qsrc, dst, rows, cols))) return rc;
   if (pre != 1.0f)
     for (size_t i = 0; i < n; i++) dst[i] /= pre;
   return 0;

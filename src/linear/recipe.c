@@ -19,6 +19,21 @@ static const char *const gemm_names[UFP4_N_GEMMS] = {"fprop", "dgrad", "wgrad"};
 #define SR_ALL ((1u << UFP4_N_OPERANDS) - 1)
 #define RHT_ALL ((1u << UFP4_N_GEMMS) - 1)
 
+/* The papers' 1x16 blocks and 16-point RHT, the default of every preset but mxfp4's. */
+#define PAPER_BLOCK 16
+#define PAPER_RHT_N 16
+#define MXFP4_BLOCK 32
+#define MXFP4_RHT_N 64
+#define MXFP4_SR_PRESCALE 0.75f /* Tseng et al.: keeps SR from clipping at the block maximum */
+#define SR_BITS_EXACT 32
+#define SR_BITS_HW 8
+/* quant.h's 2D weight tiles are 16x16. */
+#define W_TILE 16
+#define NVIDIA_SIGNS_N ((int)(sizeof ufp4_rht_signs_nvidia16 / sizeof ufp4_rht_signs_nvidia16[0]))
+/* Largest block= and keep_first= / keep_last= values the parser accepts. */
+#define MAX_BLOCK 4096
+#define MAX_KEPT (1 << 20)
+
 const char *ufp4_operand_name(ufp4_operand op) {
   return (unsigned)op < UFP4_N_OPERANDS ? operand_names[op] : "?";
 }
@@ -27,17 +42,21 @@ const char *ufp4_gemm_name(ufp4_gemm_kind g) {
   return (unsigned)g < UFP4_N_GEMMS ? gemm_names[g] : "?";
 }
 
+ufp4_gemm_kind ufp4_operand_gemm(ufp4_operand op) {
+  return (ufp4_gemm_kind)(op / UFP4_OPERANDS_PER_GEMM);
+}
+
 static ufp4_recipe preset_base(const char *name, ufp4_precision p) {
   ufp4_recipe r = {0};
   snprintf(r.name, sizeof r.name, "%s", name);
   r.precision = p;
   r.grid = UFP4_GRID_E2M1;
   r.scale = UFP4_SCALE_FP32;
-  r.block = 16;
+  r.block = PAPER_BLOCK;
   r.round = UFP4_ROUND_RNE;
-  r.sr_bits = 32;
+  r.sr_bits = SR_BITS_EXACT;
   r.sr_prescale = 1.0f;
-  r.rht_n = 16;
+  r.rht_n = PAPER_RHT_N;
   r.rht_signs = UFP4_SIGNS_RANDOM;
   return r;
 }
@@ -66,11 +85,11 @@ static int preset(const char *name, ufp4_recipe *r) {
   } else if (!strcmp(name, "mxfp4")) {
     *r = preset_base(name, UFP4_PREC_FP4);
     r->scale = UFP4_SCALE_E8M0_FLOOR;
-    r->block = 32;
+    r->block = MXFP4_BLOCK;
     r->rht_mask = BIT(UFP4_DGRAD) | BIT(UFP4_WGRAD);
-    r->rht_n = 64;
+    r->rht_n = MXFP4_RHT_N;
     r->sr_mask = SR_BACKWARD;
-    r->sr_prescale = 0.75f;
+    r->sr_prescale = MXFP4_SR_PRESCALE;
   } else {
     return ufp4_fail(UFP4_EINVAL, "recipe: unknown preset '%s' (fp32, bf16, e2m1, ufp4, nvfp4, mxfp4)",
                      name);
@@ -136,7 +155,7 @@ static int apply(ufp4_recipe *r, const char *key, const char *value) {
     return 0;
   }
   if (!strcmp(key, "block")) {
-    if (parse_int(key, value, 1, 4096, &v)) return UFP4_EINVAL;
+    if (parse_int(key, value, 1, MAX_BLOCK, &v)) return UFP4_EINVAL;
     if (!is_pow2(v)) return ufp4_fail(UFP4_EINVAL, "recipe: block=%d is not a power of two", v);
     r->block = v;
     return 0;
@@ -170,14 +189,15 @@ static int apply(ufp4_recipe *r, const char *key, const char *value) {
     return 0;
   }
   if (!strcmp(key, "tile2d")) return parse_int(key, value, 0, 1, &r->tile2d);
-  if (!strcmp(key, "keep_first")) return parse_int(key, value, 0, 1 << 20, &r->keep_first);
-  if (!strcmp(key, "keep_last")) return parse_int(key, value, 0, 1 << 20, &r->keep_last);
+  if (!strcmp(key, "keep_first")) return parse_int(key, value, 0, MAX_KEPT, &r->keep_first);
+  if (!strcmp(key, "keep_last")) return parse_int(key, value, 0, MAX_KEPT, &r->keep_last);
   return ufp4_fail(UFP4_EINVAL, "recipe: unknown key '%s'", key);
 }
 
 static int check(const ufp4_recipe *r) {
-  if (r->rht_signs == UFP4_SIGNS_NVIDIA && r->rht_n != 16 && r->rht_mask)
-    return ufp4_fail(UFP4_EINVAL, "recipe: rht_signs=nvidia is a 16-entry vector, but rht_n=%d", r->rht_n);
+  if (r->rht_signs == UFP4_SIGNS_NVIDIA && r->rht_n != NVIDIA_SIGNS_N && r->rht_mask)
+    return ufp4_fail(UFP4_EINVAL, "recipe: rht_signs=nvidia is a %d-entry vector, but rht_n=%d",
+                     NVIDIA_SIGNS_N, r->rht_n);
   return 0;
 }
 
@@ -234,10 +254,9 @@ ufp4_qformat ufp4_recipe_operand_format(const ufp4_recipe *r, ufp4_operand op) {
   f.scale = r->scale;
   f.block = r->block;
   int is_w = op == UFP4_OP_FPROP_W || op == UFP4_OP_DGRAD_W;
-  f.tile2d = (r->tile2d && is_w) ? 16 : 0;
-  if (r->sr_mask & (1u << op)) f.round = r->sr_bits == 8 ? UFP4_ROUND_SR8 : UFP4_ROUND_SR;
+  f.tile2d = (r->tile2d && is_w) ? W_TILE : 0;
+  if (r->sr_mask & (1u << op)) f.round = r->sr_bits == SR_BITS_HW ? UFP4_ROUND_SR8 : UFP4_ROUND_SR;
   else f.round = r->round;
-  ufp4_gemm_kind g = (ufp4_gemm_kind)(op / 2);
-  f.rht = (r->rht_mask & (1u << g)) ? r->rht_n : 0;
+  f.rht = (r->rht_mask & (1u << ufp4_operand_gemm(op))) ? r->rht_n : 0;
   return f;
 }

@@ -7,29 +7,34 @@
 #define TILE_M 128
 #define TILE_N 512
 
-static void tiled(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, const float *A, const float *B, float *C, size_t m,
-                  size_t n, size_t k, float beta) {
+static CBLAS_TRANSPOSE blas_trans(ufp4_gemm_trans t) {
+  return t == UFP4_GEMM_T ? CblasTrans : CblasNoTrans;
+}
+
+void ufp4_sgemm(ufp4_gemm_trans ta, ufp4_gemm_trans tb, size_t m, size_t n, size_t k, float alpha,
+                const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C,
+                size_t ldc) {
   const size_t tm = (m + TILE_M - 1) / TILE_M, tn = (n + TILE_N - 1) / TILE_N;
-  const size_t lda = ta == CblasNoTrans ? k : m, ldb = tb == CblasTrans ? k : n;
 #pragma omp parallel for schedule(dynamic, 1)
   for (size_t t = 0; t < tm * tn; t++) {
     size_t i0 = (t / tn) * TILE_M, j0 = (t % tn) * TILE_N;
     size_t mi = m - i0 < TILE_M ? m - i0 : TILE_M, nj = n - j0 < TILE_N ? n - j0 : TILE_N;
-    const float *a = ta == CblasNoTrans ? A + i0 * lda : A + i0;
-    const float *b = tb == CblasTrans ? B + j0 * ldb : B + j0;
-    cblas_sgemm(CblasRowMajor, ta, tb, (int)mi, (int)nj, (int)k, 1.0f, a, (int)lda, b, (int)ldb, beta,
-                C + i0 * n + j0, (int)n);
+    /* The tile's first row of op(A) and first column of op(B). */
+    const float *a = ta == UFP4_GEMM_N ? A + i0 * lda : A + i0;
+    const float *b = tb == UFP4_GEMM_T ? B + j0 * ldb : B + j0;
+    cblas_sgemm(CblasRowMajor, blas_trans(ta), blas_trans(tb), (int)mi, (int)nj, (int)k, alpha, a,
+                (int)lda, b, (int)ldb, beta, C + i0 * ldc + j0, (int)ldc);
   }
 }
 
 void ufp4_sgemm_abt(const float *A, const float *B, float *C, size_t m, size_t n, size_t k, float beta) {
-  tiled(CblasNoTrans, CblasTrans, A, B, C, m, n, k, beta);
+  ufp4_sgemm(UFP4_GEMM_N, UFP4_GEMM_T, m, n, k, 1.0f, A, k, B, k, beta, C, n);
 }
 
 void ufp4_sgemm_ab(const float *A, const float *B, float *C, size_t m, size_t n, size_t k, float beta) {
-  tiled(CblasNoTrans, CblasNoTrans, A, B, C, m, n, k, beta);
+  ufp4_sgemm(UFP4_GEMM_N, UFP4_GEMM_N, m, n, k, 1.0f, A, k, B, n, beta, C, n);
 }
 
 void ufp4_sgemm_atb(const float *A, const float *B, float *C, size_t m, size_t n, size_t k, float beta) {
-  tiled(CblasTrans, CblasNoTrans, A, B, C, m, n, k, beta);
+  ufp4_sgemm(UFP4_GEMM_T, UFP4_GEMM_N, m, n, k, 1.0f, A, m, B, n, beta, C, n);
 }

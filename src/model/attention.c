@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "model/layer_check.h"
+#include "ufp4/gemm.h"
 #include "ufp4/layers.h"
 
 static int attn_check(const char *what, int B, int T, int H, int KVH, int D) {
@@ -16,14 +17,13 @@ static int attn_check(const char *what, int B, int T, int H, int KVH, int D) {
   return 0;
 }
 
-/* The attention products run as single-threaded OpenBLAS GEMMs (cblas.h), one (b, head) per
- * OpenMP task: OpenBLAS runs serially inside a parallel region, and a GEMM's bits depend only on its
+/* The attention products run through gemm.h's deterministic grid, one (b, head) per OpenMP task:
+ * inside the task's parallel region each product runs serially, and its bits depend only on its
  * shape and operands, so the result does not depend on the thread count. Rows go in blocks of
  * ROWS_FWD (forward) or at most SCORE_FLOATS / T (backward), and a block of rows [i0, i1) only
  * needs keys 0 .. i1-1: the products skip the masked upper triangle except inside a block, where
  * masked probabilities and score gradients are exact zeros and add nothing. The block boundaries
  * depend on T only. */
-#include <cblas.h>
 
 #define ROWS_FWD 64
 #define SCORE_FLOATS 16384 /* per-thread stack block of score gradients (64 KiB) */
@@ -54,8 +54,8 @@ int ufp4_attention_forward(float *out, float *att, const float *q, const float *
       const int i1 = i0 + ROWS_FWD < T ? i0 + ROWS_FWD : T, rows = i1 - i0;
       float *p0 = pb + (size_t)i0 * T;
       /* Scores s = (q . k) * scale: alpha scales the finished dot product, as the old loop did. */
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, i1, D, scale, qb + (size_t)i0 * qstride, qstride,
-                  kb, kvstride, 0.0f, p0, T);
+      ufp4_sgemm(UFP4_GEMM_N, UFP4_GEMM_T, rows, i1, D, scale, qb + (size_t)i0 * qstride, qstride,
+                 kb, kvstride, 0.0f, p0, T);
       for (int t = i0; t < i1; t++) {
         float *p = pb + (size_t)t * T;
         float mx = -FLT_MAX;
@@ -70,8 +70,8 @@ int ufp4_attention_forward(float *out, float *att, const float *q, const float *
         for (int j = 0; j <= t; j++) p[j] *= inv;
         for (int j = t + 1; j < T; j++) p[j] = 0.0f;
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, i1, 1.0f, p0, T, vb, kvstride, 0.0f,
-                  ob + (size_t)i0 * qstride, qstride);
+      ufp4_sgemm(UFP4_GEMM_N, UFP4_GEMM_N, rows, D, i1, 1.0f, p0, T, vb, kvstride, 0.0f,
+                 ob + (size_t)i0 * qstride, qstride);
     }
   }
   return 0;
@@ -123,8 +123,8 @@ int ufp4_attention_backward(float *dq, float *dk, float *dv, float *scratch, con
         const float *g0 = dout + hoff + (size_t)i0 * qstride, *q0 = q + hoff + (size_t)i0 * qstride;
         const float *p0 = pb + (size_t)i0 * T;
         /* dp = dout v^T over keys 0 .. i1-1 */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, i1, D, 1.0f, g0, qstride, vb, kvstride, 0.0f, ds,
-                    i1);
+        ufp4_sgemm(UFP4_GEMM_N, UFP4_GEMM_T, rows, i1, D, 1.0f, g0, qstride, vb, kvstride, 0.0f,
+                   ds, i1);
         for (int t = i0; t < i1; t++) {
           float *dst = ds + (size_t)(t - i0) * i1;
           const float *p = pb + (size_t)t * T;
@@ -134,12 +134,12 @@ int ufp4_attention_backward(float *dq, float *dk, float *dv, float *scratch, con
           for (int j = 0; j <= t; j++) dst[j] = p[j] * (dst[j] - c) * scale;
           for (int j = t + 1; j < i1; j++) dst[j] = 0.0f;
         }
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, D, i1, 1.0f, ds, i1, kb, kvstride, 1.0f,
-                    dq + hoff + (size_t)i0 * qstride, qstride);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, D, rows, 1.0f, ds, i1, q0, qstride, 1.0f, dkb,
-                    kvstride);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, i1, D, rows, 1.0f, p0, T, g0, qstride, 1.0f, dvb,
-                    kvstride);
+        ufp4_sgemm(UFP4_GEMM_N, UFP4_GEMM_N, rows, D, i1, 1.0f, ds, i1, kb, kvstride, 1.0f,
+                   dq + hoff + (size_t)i0 * qstride, qstride);
+        ufp4_sgemm(UFP4_GEMM_T, UFP4_GEMM_N, i1, D, rows, 1.0f, ds, i1, q0, qstride, 1.0f, dkb,
+                   kvstride);
+        ufp4_sgemm(UFP4_GEMM_T, UFP4_GEMM_N, i1, D, rows, 1.0f, p0, T, g0, qstride, 1.0f, dvb,
+                   kvstride);
       }
     }
   }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/carve.h"
 #include "model/moe_internal.h"
 #include "ufp4/error.h"
 #include "ufp4/layers.h"
@@ -18,19 +19,7 @@
     if (rc_) return rc_; \
   } while (0)
 
-/* acc += a * b, failing on size_t overflow. */
-static int grow(size_t *acc, size_t a, size_t b) {
-  if (a && b > SIZE_MAX / a) return -1;
-  if (a * b > SIZE_MAX - *acc) return -1;
-  *acc += a * b;
-  return 0;
-}
-
 static size_t max2(size_t a, size_t b) { return a > b ? a : b; }
-
-static size_t pad_rows(size_t n) {
-  return (n + UFP4_MOE_GROUP_ALIGN - 1) / UFP4_MOE_GROUP_ALIGN * UFP4_MOE_GROUP_ALIGN;
-}
 
 static int check_config(const ufp4_moe_config *c, int C, size_t max_tokens) {
   if (!c) return ufp4_fail(UFP4_EINVAL, "moe: NULL config");
@@ -51,91 +40,123 @@ static int check_config(const ufp4_moe_config *c, int C, size_t max_tokens) {
   return 0;
 }
 
+/* Sizes of a block: tokens M, experts E, top-k k, width C, expert and shared widths Fe and Fs,
+ * grouped rows G (all experts), rows MG of one padded group, linear scratch and hidden buffers. */
+typedef struct {
+  size_t M, E, k, C, Fe, Fs, G, MG, lin, hid;
+} moe_dims;
+
+static moe_dims dims_of(const ufp4_moe_config *cfg, int C, size_t max_tokens) {
+  const size_t A = UFP4_MOE_GROUP_ALIGN;
+  moe_dims d = {.M = max_tokens, .E = (size_t)cfg->n_experts, .k = (size_t)cfg->top_k,
+                .C = (size_t)C, .Fe = (size_t)cfg->expert_ffn, .Fs = (size_t)cfg->shared_ffn};
+  /* One expert sees each token at most once; padding adds < A rows per group. */
+  d.G = d.k * d.M + A * (d.E + 1);
+  d.MG = moe_pad_rows(d.M);
+  const size_t lin_e = max2(ufp4_linear_scratch_floats(d.MG, d.C, d.Fe),
+                            ufp4_linear_scratch_floats(d.MG, d.Fe, d.C));
+  const size_t lin_s = d.Fs ? max2(ufp4_linear_scratch_floats(d.MG, d.C, d.Fs),
+                                   ufp4_linear_scratch_floats(d.MG, d.Fs, d.C))
+                            : 0;
+  d.lin = max2(lin_e, lin_s);
+  d.hid = max2(d.MG * d.Fe, d.MG * d.Fs);
+  return d;
+}
+
+/* One carver per element type, each over its own block. */
+typedef struct {
+  carver f, d, z, i, p;
+} moe_carvers;
+
+/* The layout of the five blocks (carve.h): sizes and arrays both come from this one list. */
+static void carve_blocks(ufp4_moe *s, const moe_dims *d, moe_carvers *cv) {
+  const size_t M = d->M, E = d->E, k = d->k, C = d->C, G = d->G, MG = d->MG;
+  s->logits = carve(&cv->f, M, E);
+  s->prob = carve(&cv->f, M, E);
+  s->dz = carve(&cv->f, M, E);
+  s->slot_gate = carve(&cv->f, M, k);
+  s->row_gate = carve(&cv->f, G, 1);
+  s->xg = carve(&cv->f, G, C);
+  s->yg = carve(&cv->f, G, C);
+  s->dyg = carve(&cv->f, G, C);
+  s->dxg = carve(&cv->f, G, C);
+  s->hg = carve(&cv->f, G, d->Fe);
+  s->ug = carve(&cv->f, G, d->Fe);
+  s->ag = carve(&cv->f, G, d->Fe);
+  s->d_a = carve(&cv->f, d->hid, 1);
+  s->d_h = carve(&cv->f, d->hid, 1);
+  s->d_u = carve(&cv->f, d->hid, 1);
+  s->sh_h = carve(&cv->f, MG, d->Fs);
+  s->sh_u = carve(&cv->f, MG, d->Fs);
+  s->sh_a = carve(&cv->f, MG, d->Fs);
+  s->sh_y = carve(&cv->f, MG, C);
+  s->sh_dy = carve(&cv->f, MG, C);
+  s->sh_dx = carve(&cv->f, MG, C);
+  s->sh_s = carve(&cv->f, MG, 1);
+  s->xs = carve(&cv->f, MG, C);
+  s->lin_scratch = carve(&cv->f, d->lin, 1);
+  s->lse = carve(&cv->d, M, 1);
+  s->entropy = carve(&cv->d, M, 1);
+  s->sh_da = carve(&cv->d, M, 1);
+  s->dgate = carve(&cv->d, M, k);
+  s->load = carve(&cv->d, E, 1);
+  s->pmean = carve(&cv->d, E, 1);
+  s->count = carve(&cv->z, E, 1);
+  s->admitted = carve(&cv->z, E, 1);
+  s->group_start = carve(&cv->z, E, 1);
+  s->group_rows = carve(&cv->z, E, 1);
+  s->row_token = carve(&cv->z, G, 1);
+  s->slot_expert = carve(&cv->i, M, k);
+  s->slot_row = carve(&cv->p, M, k);
+}
+
+/* Counts the blocks' elements, allocates them and carves them. */
+static int alloc_blocks(ufp4_moe *s, const moe_dims *d) {
+  moe_carvers n = {carver_counting(sizeof(float)), carver_counting(sizeof(double)),
+                   carver_counting(sizeof(size_t)), carver_counting(sizeof(int)),
+                   carver_counting(sizeof(ptrdiff_t))};
+  carve_blocks(s, d, &n);
+  if (n.f.overflow || n.d.overflow || n.z.overflow || n.i.overflow || n.p.overflow ||
+      n.f.count > SIZE_MAX / sizeof(float) / 2) /* activation_bytes adds the blocks' bytes */
+    return ufp4_fail(UFP4_ENOMEM, "moe: buffers for %zu tokens overflow size_t", d->M);
+  s->floats = n.f.count;
+  s->doubles = n.d.count;
+  s->sizes = n.z.count;
+  s->ints = n.i.count + n.p.count;
+  s->fblock = malloc(n.f.count * sizeof(float));
+  s->dblock = malloc(n.d.count * sizeof(double));
+  s->zblock = malloc(n.z.count * sizeof(size_t));
+  s->iblock = malloc(n.i.count * sizeof(int));
+  s->pblock = malloc(n.p.count * sizeof(ptrdiff_t));
+  if (!s->fblock || !s->dblock || !s->zblock || !s->iblock || !s->pblock)
+    return ufp4_fail(UFP4_ENOMEM, "moe: out of memory for %zu tokens", d->M);
+  moe_carvers on = {carver_on(s->fblock, sizeof(float)), carver_on(s->dblock, sizeof(double)),
+                    carver_on(s->zblock, sizeof(size_t)), carver_on(s->iblock, sizeof(int)),
+                    carver_on(s->pblock, sizeof(ptrdiff_t))};
+  carve_blocks(s, d, &on);
+  return 0;
+}
+
 int ufp4_moe_create(ufp4_moe **out, const ufp4_moe_config *cfg, int C, size_t max_tokens) {
   if (!out) return ufp4_fail(UFP4_EINVAL, "moe: NULL output pointer");
   *out = NULL;
   CHECK(check_config(cfg, C, max_tokens));
-  const size_t E = (size_t)cfg->n_experts, k = (size_t)cfg->top_k, M = max_tokens, Cz = (size_t)C;
-  const size_t Fe = (size_t)cfg->expert_ffn, Fs = (size_t)cfg->shared_ffn, A = UFP4_MOE_GROUP_ALIGN;
-  if (M > (SIZE_MAX - 2 * A * (E + 1)) / k) return ufp4_fail(UFP4_ENOMEM, "moe: max_tokens %zu is too large", M);
-  /* One expert sees each token at most once; padding adds < A rows per group. */
-  const size_t G = k * M + A * (E + 1), MG = (M + A - 1) / A * A;
+  const size_t E = (size_t)cfg->n_experts, k = (size_t)cfg->top_k, A = UFP4_MOE_GROUP_ALIGN;
+  if (max_tokens > (SIZE_MAX - 2 * A * (E + 1)) / k)
+    return ufp4_fail(UFP4_ENOMEM, "moe: max_tokens %zu is too large", max_tokens);
+  const moe_dims d = dims_of(cfg, C, max_tokens);
   ufp4_moe *s = calloc(1, sizeof *s);
   if (!s) return ufp4_fail(UFP4_ENOMEM, "moe: out of memory");
   s->cfg = *cfg;
   s->C = C;
-  s->max_tokens = M;
-  s->max_rows = G;
-  s->max_group = MG;
-  size_t lin = 0;
-  const size_t lin_e = max2(ufp4_linear_scratch_floats(MG, Cz, Fe), ufp4_linear_scratch_floats(MG, Fe, Cz));
-  const size_t lin_s = Fs ? max2(ufp4_linear_scratch_floats(MG, Cz, Fs), ufp4_linear_scratch_floats(MG, Fs, Cz)) : 0;
-  lin = max2(lin_e, lin_s);
-  const size_t hid = max2(MG * Fe, MG * Fs);
-  size_t nf = 0, nd = 0, nz = 0, ni = 0, np = 0;
-  int bad = grow(&nf, M, 3 * E) || grow(&nf, M, k) || grow(&nf, G, 1) || grow(&nf, G, 4 * Cz) || grow(&nf, G, 3 * Fe) ||
-            grow(&nf, hid, 3) || grow(&nf, MG, 3 * Fs) || grow(&nf, MG, 4 * Cz + 1) || grow(&nf, lin, 1) ||
-            grow(&nd, M, 3 + k) || grow(&nd, E, 2) || grow(&nz, E, 4) || grow(&nz, G, 1) || grow(&ni, M, k) ||
-            grow(&np, M, k) || nf > SIZE_MAX / sizeof(float) / 2;
-  if (bad) {
-    free(s);
-    return ufp4_fail(UFP4_ENOMEM, "moe: buffers for %zu tokens overflow size_t", M);
-  }
-  s->floats = nf;
-  s->doubles = nd;
-  s->sizes = nz;
-  s->ints = ni + np;
-  s->fblock = malloc(nf * sizeof(float));
-  s->dblock = malloc(nd * sizeof(double));
-  s->zblock = malloc(nz * sizeof(size_t));
-  s->iblock = malloc(ni * sizeof(int));
-  s->pblock = malloc(np * sizeof(ptrdiff_t));
-  if (!s->fblock || !s->dblock || !s->zblock || !s->iblock || !s->pblock) {
+  s->max_tokens = d.M;
+  s->max_rows = d.G;
+  s->max_group = d.MG;
+  int rc = alloc_blocks(s, &d);
+  if (rc) {
     ufp4_moe_free(s);
-    return ufp4_fail(UFP4_ENOMEM, "moe: out of memory for %zu tokens", M);
+    return rc;
   }
-  float *f = s->fblock;
-#define TAKE(ptr, n) (ptr = f, f += (n))
-  TAKE(s->logits, M * E);
-  TAKE(s->prob, M * E);
-  TAKE(s->dz, M * E);
-  TAKE(s->slot_gate, M * k);
-  TAKE(s->row_gate, G);
-  TAKE(s->xg, G * Cz);
-  TAKE(s->yg, G * Cz);
-  TAKE(s->dyg, G * Cz);
-  TAKE(s->dxg, G * Cz);
-  TAKE(s->hg, G * Fe);
-  TAKE(s->ug, G * Fe);
-  TAKE(s->ag, G * Fe);
-  TAKE(s->d_a, hid);
-  TAKE(s->d_h, hid);
-  TAKE(s->d_u, hid);
-  TAKE(s->sh_h, MG * Fs);
-  TAKE(s->sh_u, MG * Fs);
-  TAKE(s->sh_a, MG * Fs);
-  TAKE(s->sh_y, MG * Cz);
-  TAKE(s->sh_dy, MG * Cz);
-  TAKE(s->sh_dx, MG * Cz);
-  TAKE(s->sh_s, MG);
-  TAKE(s->xs, MG * Cz);
-  TAKE(s->lin_scratch, lin);
-#undef TAKE
-  double *d = s->dblock;
-  s->lse = d, d += M;
-  s->entropy = d, d += M;
-  s->sh_da = d, d += M;
-  s->dgate = d, d += M * k;
-  s->load = d, d += E;
-  s->pmean = d;
-  size_t *z = s->zblock;
-  s->count = z, z += E;
-  s->admitted = z, z += E;
-  s->group_start = z, z += E;
-  s->group_rows = z, z += E;
-  s->row_token = z;
-  s->slot_expert = s->iblock;
-  s->slot_row = s->pblock;
   *out = s;
   return 0;
 }
@@ -156,10 +177,15 @@ size_t ufp4_moe_activation_bytes(const ufp4_moe *s) {
          s->ints * sizeof(ptrdiff_t);
 }
 
-/* Expert e's GEMM `kind` (0 gate, 1 up, 2 down): the template with its own streams and probe id. */
+/* An expert's three GEMMs, in the order of the dense gate, up and down projections. */
+enum { EXPERT_GATE = 0, EXPERT_UP, EXPERT_DOWN };
+
+/* Expert e's GEMM `kind` (EXPERT_*): the template (the layer's gate projection) with
+ * the expert's own streams, projections gate, up, down of expert e, and its probe id. */
 static ufp4_linear_ctx expert_ctx(const ufp4_linear_ctx *t, int e, int kind) {
   ufp4_linear_ctx c = *t;
-  c.stream_base = t->stream_base + (uint64_t)kind + ((uint64_t)e << 50);
+  c.stream.proj = t->stream.proj + (uint32_t)kind;
+  c.stream.expert = (uint32_t)e;
   c.proj = UFP4_PROJ_EXPERT(e, kind);
   return c;
 }
@@ -179,7 +205,8 @@ static int check_tensors(const ufp4_moe *s, const ufp4_moe_tensors *w, const cha
 static int mlp_forward(ufp4_moe *s, const ufp4_linear_ctx *tmpl, int e, const float *X, const float *Wg,
                        const float *Wu, const float *Wd, float *h, float *u, float *a, float *y, size_t n, int F) {
   const size_t C = (size_t)s->C;
-  ufp4_linear_ctx cg = expert_ctx(tmpl, e, 0), cu = expert_ctx(tmpl, e, 1), cd = expert_ctx(tmpl, e, 2);
+  ufp4_linear_ctx cg = expert_ctx(tmpl, e, EXPERT_GATE), cu = expert_ctx(tmpl, e, EXPERT_UP),
+                  cd = expert_ctx(tmpl, e, EXPERT_DOWN);
   CHECK(ufp4_linear_forward(&cg, X, Wg, h, n, C, (size_t)F, s->lin_scratch));
   CHECK(ufp4_linear_forward(&cu, X, Wu, u, n, C, (size_t)F, s->lin_scratch));
   CHECK(ufp4_swiglu_forward(a, h, u, (int)n, F));
@@ -192,7 +219,8 @@ static int mlp_backward(ufp4_moe *s, const ufp4_linear_ctx *tmpl, int e, const f
                         const float *Wg, const float *Wu, const float *Wd, const float *h, const float *u,
                         const float *a, float *dX, float *gWg, float *gWu, float *gWd, size_t n, int F) {
   const size_t C = (size_t)s->C, nf = n * (size_t)F;
-  ufp4_linear_ctx cg = expert_ctx(tmpl, e, 0), cu = expert_ctx(tmpl, e, 1), cd = expert_ctx(tmpl, e, 2);
+  ufp4_linear_ctx cg = expert_ctx(tmpl, e, EXPERT_GATE), cu = expert_ctx(tmpl, e, EXPERT_UP),
+                  cd = expert_ctx(tmpl, e, EXPERT_DOWN);
   memset(s->d_a, 0, nf * sizeof(float));
   CHECK(ufp4_linear_backward(&cd, dY, a, Wd, s->d_a, gWd, n, (size_t)F, C, s->lin_scratch));
   memset(s->d_h, 0, nf * sizeof(float));
@@ -216,7 +244,7 @@ int ufp4_moe_forward(ufp4_moe *s, const ufp4_moe_tensors *w, const ufp4_linear_c
    * unpadded rows, which keeps E = 1 equal to the dense layer at any N (OpenBLAS may sum a longer
    * reduction in another order even when the extra terms are zeros). */
   s->quant = !ctx->high_precision && ctx->recipe->precision == UFP4_PREC_FP4;
-  s->shared_rows = s->quant ? pad_rows(N) : N;
+  s->shared_rows = s->quant ? moe_pad_rows(N) : N;
   /* The router and the shared expert need every token again in backward; a copy keeps the
    * caller free to reuse x, and its zero tail is the shared expert's padding. */
   memcpy(s->xs, x, N * C * sizeof(float));

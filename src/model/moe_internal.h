@@ -57,6 +57,11 @@ struct ufp4_moe {
   size_t dropped, padded_rows;
 };
 
+/* n rounded up to whole groups of UFP4_MOE_GROUP_ALIGN rows. */
+static inline size_t moe_pad_rows(size_t n) {
+  return (n + UFP4_MOE_GROUP_ALIGN - 1) / UFP4_MOE_GROUP_ALIGN * UFP4_MOE_GROUP_ALIGN;
+}
+
 /* Router forward: logits, softmax, top-k, gates, capacity, groups, aux, z-loss, entropy. */
 int ufp4_moe_route_forward(ufp4_moe *s, const float *router, const float *x, size_t N);
 /* Router backward: from s->dgate (filled by the caller for admitted slots, 0 for dropped ones) and

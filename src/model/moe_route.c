@@ -9,10 +9,6 @@
 #include "ufp4/error.h"
 #include "ufp4/gemm.h"
 
-static size_t pad_rows(size_t n) {
-  return (n + UFP4_MOE_GROUP_ALIGN - 1) / UFP4_MOE_GROUP_ALIGN * UFP4_MOE_GROUP_ALIGN;
-}
-
 /* Index of the largest p[e] over e != skip; strict > keeps the lower index on ties, and a NaN never
  * wins a comparison, so the result is always a valid index. */
 static int argmax_except(const float *p, int E, int skip) {
@@ -82,7 +78,7 @@ int ufp4_moe_route_forward(ufp4_moe *s, const float *router, const float *x, siz
   size_t row = 0;
   for (int e = 0; e < E; e++) {
     s->group_start[e] = row;
-    s->group_rows[e] = pad_rows(s->admitted[e]);
+    s->group_rows[e] = moe_pad_rows(s->admitted[e]);
     row += s->group_rows[e];
   }
   s->rows_used = row;

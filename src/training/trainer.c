@@ -333,6 +333,9 @@ int ufp4_train(const ufp4_train_config *cfg_in, const ufp4_data_source *data, in
     return ufp4_fail(UFP4_EINVAL, "train: batch, grad_accum, steps, log_every and keep_ckpts must be positive");
   if (cfg->world < 1 || cfg->rank < 0 || cfg->rank >= cfg->world)
     return ufp4_fail(UFP4_EINVAL, "train: rank %d of world %d is not a data-parallel position", cfg->rank, cfg->world);
+  /* Every micro-batch of every rank must draw its own stochastic-rounding streams. */
+  rc = ufp4_model_check_streams(&cfg->model, (uint64_t)cfg->steps, cfg->grad_accum, cfg->world);
+  if (rc) return rc;
   /* A world of one never touches the communicator, so library callers need no launcher. */
   ufp4_dist *comm = NULL;
   if (cfg->world > 1) {
