@@ -50,7 +50,10 @@ int ufp4_cmd_train(int argc, char **argv) {
     const char *v;
     int r = cli_value(argc, argv, &i, "--out", &v);
     if (r < 0) return 2;
-    if (r) snprintf(cfg.out_dir, sizeof cfg.out_dir, "%s", v);
+    if (r && ufp4_train_set_out_dir(&cfg, v)) {
+      cli_error("train", "--out");
+      return 2; /* a bad flag value, like the others' */
+    }
   }
   if (resume) {
     char path[1100];
