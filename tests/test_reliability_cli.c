@@ -1,7 +1,8 @@
 /* The NaN policy through the CLI: a checkpoint whose final norm weights are NaN makes every
  * resumed step non-finite. --nan-policy stop ends the run with a message and a failing exit code
  * and keeps the last good checkpoint; --nan-policy skip drops the updates, finishes, and marks the
- * steps in metrics.jsonl. Needs the SOTU corpus (make test fetches it); skipped without it. */
+ * steps in metrics.jsonl. And a run folder path too long for the config is refused. Needs the
+ * SOTU corpus (make test fetches it); skipped without it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -85,9 +86,26 @@ static void test_nan_policy_stop_and_skip(void **state) {
   free(text);
 }
 
+/* An --out longer than the config holds is refused before anything is written; it used to be cut
+ * to its first 1023 bytes, and the run went into that other folder without a word. */
+static void test_overlong_out_refused(void **state) {
+  (void)state;
+  static char out[1 << 16];
+  char run[1500], top[256];
+  int len = snprintf(run, sizeof run, "%s/long", work);
+  while (len < 1200) len += snprintf(run + len, sizeof run - (size_t)len, "/%0200d", 0);
+  snprintf(top, sizeof top, "%s/long", work);
+  int rc = cli_run(out, sizeof out, "%s train --data %s/data --out %s --steps 1 %s", cli, work, run, small);
+  if (rc == 0) fail_msg("an --out of %d bytes was accepted: %s", len, out);
+  if (!strstr(out, "--out") || !strstr(out, "too long")) fail_msg("unclear message: %s", out);
+  struct stat st;
+  if (stat(top, &st) == 0) fail_msg("%s was created for a refused --out", top);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_nan_policy_stop_and_skip),
+      cmocka_unit_test(test_overlong_out_refused),
   };
   return cmocka_run_group_tests(tests, setup, cli_fixture_teardown);
 }

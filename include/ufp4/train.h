@@ -66,6 +66,9 @@ typedef struct {
 } ufp4_train_config;
 
 ufp4_train_config ufp4_train_config_default(void);
+/* Sets cfg->out_dir to dir; UFP4_EINVAL, naming dir, when it does not fit (it is never cut short,
+ * which would train into another folder). */
+int ufp4_train_set_out_dir(ufp4_train_config *cfg, const char *dir);
 
 typedef struct {
   ufp4_batch_fn train_batch;

@@ -44,7 +44,10 @@ static int parse_args(int argc, char **argv, ufp4_train_config *cfg, const char 
   for (int i = 1; i < argc; i++) {
     int r = cli_value(argc, argv, &i, "--out", &v);
     if (r < 0) return 2;
-    if (r) snprintf(cfg->out_dir, sizeof cfg->out_dir, "%s", v);
+    if (r && ufp4_train_set_out_dir(cfg, v)) {
+      cli_error("train", "--out");
+      return 2; /* a bad flag value, like the others' */
+    }
   }
   if (*resume) {
     char path[sizeof cfg->out_dir + 16];

@@ -8,11 +8,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "training/path.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
 #include "ufp4/safetensors.h"
-
-#define PATH_MAX_LEN 4096
 
 /* Prefixes the recorded error with path; the message is copied first because ufp4_fail writes the
  * buffer ufp4_last_error() points into. */
@@ -198,12 +197,6 @@ int ufp4_hf_config_read(const char *path, ufp4_model_config *c) {
   return rc;
 }
 
-static int join(char *out, const char *dir, const char *name) {
-  if (snprintf(out, PATH_MAX_LEN, "%s/%s", dir, name) >= PATH_MAX_LEN)
-    return ufp4_fail(UFP4_EIO, "%s: path too long", dir);
-  return 0;
-}
-
 /* Tensors an MoE checkpoint adds beyond the parameter table so that Qwen2MoeForCausalLM loads it:
  * zero q/k/v biases in every layer (Qwen2 attention always has them), and in MoE layers without a
  * shared expert a zero-width shared expert ([0, C], [0, C], [C, 0]) with a zero shared_expert_gate,
@@ -288,16 +281,21 @@ static int write_optimizer(const char *path, size_t n, const float *ms, const fl
 
 int ufp4_checkpoint_save(const char *dir, ufp4_model *m, const float *m_state, const float *v_state,
                          const char *trainer_json) {
-  char tmp[PATH_MAX_LEN], old[PATH_MAX_LEN], path[PATH_MAX_LEN];
-  if (snprintf(tmp, sizeof tmp, "%s.tmp", dir) >= (int)sizeof tmp || snprintf(old, sizeof old, "%s.old", dir) >= (int)sizeof old)
-    return ufp4_fail(UFP4_EIO, "%s: path too long", dir);
+  train_path tmp_dir, old_dir, path;
   int rc;
+  if ((rc = train_path_fmt(&tmp_dir, "%s.tmp", dir)) ||
+      (rc = train_path_fmt(&old_dir, "%s.old", dir)))
+    return rc;
+  const char *tmp = tmp_dir.s, *old = old_dir.s;
   if ((rc = ufp4_remove_tree(tmp)) || (rc = ufp4_mkdirs(tmp))) return rc;
-  if ((rc = join(path, tmp, "config.json")) || (rc = ufp4_hf_config_write(path, ufp4_model_get_config(m)))) goto fail;
-  if ((rc = join(path, tmp, "model.safetensors")) || (rc = write_params(path, m))) goto fail;
+  if ((rc = train_path_fmt(&path, "%s/config.json", tmp)) ||
+      (rc = ufp4_hf_config_write(path.s, ufp4_model_get_config(m))))
+    goto fail;
+  if ((rc = train_path_fmt(&path, "%s/model.safetensors", tmp)) || (rc = write_params(path.s, m)))
+    goto fail;
   if (m_state && v_state) {
-    if ((rc = join(path, tmp, "optimizer.safetensors")) ||
-        (rc = write_optimizer(path, ufp4_model_num_params(m), m_state, v_state, trainer_json)))
+    if ((rc = train_path_fmt(&path, "%s/optimizer.safetensors", tmp)) ||
+        (rc = write_optimizer(path.s, ufp4_model_num_params(m), m_state, v_state, trainer_json)))
       goto fail;
   }
   /* Swap in the complete folder: DIR -> DIR.old, DIR.tmp -> DIR, then drop DIR.old. */
@@ -327,9 +325,9 @@ fail:;
 }
 
 int ufp4_checkpoint_config(const char *dir, ufp4_model_config *c) {
-  char path[PATH_MAX_LEN];
-  int rc = join(path, dir, "config.json");
-  return rc ? rc : ufp4_hf_config_read(path, c);
+  train_path path;
+  int rc = train_path_fmt(&path, "%s/config.json", dir);
+  return rc ? rc : ufp4_hf_config_read(path.s, c);
 }
 
 /* Qwen2's q/k/v biases, when present, must be zero: ufp4's attention has none. The zero-width shared
@@ -358,9 +356,10 @@ static int check_biases(const char *path, const ufp4_st *st, const ufp4_model_co
 }
 
 int ufp4_checkpoint_load_params(const char *dir, ufp4_model *m) {
-  char path[PATH_MAX_LEN];
-  int rc = join(path, dir, "model.safetensors");
+  train_path file;
+  int rc = train_path_fmt(&file, "%s/model.safetensors", dir);
   if (rc) return rc;
+  const char *path = file.s;
   ufp4_st *st;
   if ((rc = ufp4_st_open(path, &st))) return rc;
   const ufp4_model_config *c = ufp4_model_get_config(m);
@@ -379,10 +378,11 @@ int ufp4_checkpoint_load_params(const char *dir, ufp4_model *m) {
 
 int ufp4_checkpoint_load_optimizer(const char *dir, size_t n_params, float *m_state, float *v_state,
                                    char **trainer_json) {
-  char path[PATH_MAX_LEN];
+  train_path file;
   if (trainer_json) *trainer_json = NULL;
-  int rc = join(path, dir, "optimizer.safetensors");
+  int rc = train_path_fmt(&file, "%s/optimizer.safetensors", dir);
   if (rc) return rc;
+  const char *path = file.s;
   ufp4_st *st;
   if ((rc = ufp4_st_open(path, &st))) return rc;
   size_t shape[1] = {n_params};

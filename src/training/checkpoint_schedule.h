@@ -1,0 +1,28 @@
+/* The training loop's checkpoints (checkpoint.h writes and reads one): when they are due, where
+ * they go (OUT/ckpt/step_NNNNNNNN), how many are kept, and which one a resume starts from.
+ *
+ * Pruning renames a checkpoint to step_N.deleting (atomically, synced) before emptying it, so a
+ * kill during the removal never leaves a folder under a checkpoint's name with files missing; the
+ * next save finishes such leftovers. A checkpoint counts as complete when its
+ * optimizer.safetensors exists, the last file written before the folder is renamed into place.
+ * Internal to the training layer. */
+#ifndef UFP4_TRAINING_CHECKPOINT_SCHEDULE_H
+#define UFP4_TRAINING_CHECKPOINT_SCHEDULE_H
+
+#include "ufp4/train.h"
+
+/* Is a checkpoint due after `done_steps` steps: every ckpt_every steps, and at the end. */
+int ckpt_due(const ufp4_train_config *cfg, int done_steps);
+
+/* Saves the model and AdamW state as checkpoint `step` (its metadata records step, seed and
+ * world), then removes those older than the keep_ckpts newest. */
+int ckpt_save_step(const ufp4_train_config *cfg, ufp4_model *m, const float *m_state,
+                   const float *v_state, int step);
+
+/* Loads the newest complete checkpoint of cfg->out_dir into m, m_state and v_state and stores its
+ * step in *step. Fails, naming the checkpoint, when there is none, when its model is not this
+ * config's, or when it was written by another number of ranks (the data order depends on it). */
+int ckpt_resume(const ufp4_train_config *cfg, ufp4_model *m, float *m_state, float *v_state,
+                int *step);
+
+#endif
