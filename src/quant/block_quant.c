@@ -20,6 +20,7 @@
  * always run this one, and tests/test_quant_simd.c compares the two. */
 #include "quant/quant_internal.h"
 #include "ufp4/error.h"
+#include "ufp4/minifloat.h"
 #include "ufp4/philox.h"
 #include "ufp4/quant.h"
 #include "ufp4/rht.h"
@@ -222,7 +223,7 @@ static int run_job(ufp4_qjob *j) {
     float amax = 0.0f;
     int rc = tensor_amax(j, &amax);
     if (rc) return rc;
-    float s_enc = 448.0f * j->g->g_max / amax;
+    float s_enc = UFP4_E4M3_MAX * j->g->g_max / amax;
     j->s_enc = (amax == 0.0f || !isfinite(s_enc)) ? 1.0f : s_enc;
   }
 

@@ -456,7 +456,7 @@ INL void group16(const ufp4_qjob *j, const qk *k, const float *src, const uint32
   const __m256 quarter = _mm256_set1_ps(0.25f);
   if (rc) {
     amax = _mm256_mul_ps(amax, quarter);
-    if (mode <= UFP4_ROUND_RNZ && j->f->scale == UFP4_SCALE_FP32) {
+    if (!ufp4_round_is_stochastic(mode) && j->f->scale == UFP4_SCALE_FP32) {
       __m256 lo = _mm256_cmp_ps(amax, _mm256_set1_ps(0x1p-96f), _CMP_GE_OQ);
       __m256 hi = _mm256_cmp_ps(amax, _mm256_set1_ps(0x1p118f), _CMP_LT_OQ);
       folded = _mm256_movemask_ps(_mm256_and_ps(lo, hi)) == 0xFF;
