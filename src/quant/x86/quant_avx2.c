@@ -15,7 +15,9 @@
  *     is exact in float and T = p * 2^32. For an integer r, r < T iff r < ceil(T); ceil(T) <
  *     2^32 is compared as an unsigned integer. SR8 compares r >> 24 with floor((a - lo) * 256/step)
  *     the same way.
- *   - Block scales other than FP32 (E4M3, E8M0) come from the shared scalar ufp4_q_block_scale.
+ *   - Block scales other than FP32 (E4M3, E8M0) come from the shared scalar ufp4_q_block_scale,
+ *     except in the 1x16 group kernel, whose scales_mx computes 8 at once on the bit patterns
+ *     (per-block scalar calls there measured about 2x slower; quant_internal.h).
  *   - Blocks the kernels do not vectorize (NaN/Inf or all-zero blocks, blocks whose width is not
  *     a multiple of 8) go to the scalar ufp4_q_do_block.
  *
