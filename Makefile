@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps test-deps build data run test clean sanitize fuzz valgrind reliability
+.PHONY: all deps test-deps build data run test clean sanitize fuzz valgrind reliability portable
 
 all: build
 
@@ -53,5 +53,13 @@ valgrind: test-deps build data
 
 reliability: sanitize fuzz valgrind
 
+# Portability (scripts/portable.sh): the build without the x86 kernels must pass the format, quant,
+# RHT and linear tests. By default cross-compiled for aarch64 and run under qemu-user (its packages
+# from scripts/setup.sh --portable); PORTABLE=native builds -DUFP4_SIMD=OFF for this machine.
+PORTABLE ?= cross
+portable: deps
+	@[ "$(PORTABLE)" = native ] || scripts/setup.sh --portable
+	@PORTABLE=$(PORTABLE) JOBS=$(JOBS) scripts/portable.sh
+
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz
+	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz build-aarch64 build-scalar

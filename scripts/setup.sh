@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ufp4 needs when they are missing: with apt-get when run as root,
 # otherwise it prints the exact command to run. `setup.sh --test` adds the test-only references
-# (NumPy and PyTorch under /usr/bin/python3) and the reliability tools, which `make run` does not need.
+# (NumPy and PyTorch under /usr/bin/python3) and the reliability tools, which `make run` does not need;
+# `setup.sh --portable` adds the aarch64 cross compiler, qemu-user and the arm64 (multiarch) -dev
+# packages of the libraries, for make portable (scripts/portable.sh).
 set -euo pipefail
 packages=(build-essential cmake pkg-config libcmocka-dev libcjson-dev libopenblas-openmp-dev
           gnuplot-nox bible-kjv bible-kjv-text libopenmpi-dev openmpi-bin)
 # The reliability checks (make reliability) need clang with libFuzzer, clang's OpenMP and valgrind.
 [ "${1:-}" = "--test" ] && packages+=(python3-numpy python3-torch clang libclang-rt-14-dev libomp-dev valgrind)
+[ "${1:-}" = "--portable" ] && packages+=(gcc-aarch64-linux-gnu qemu-user libcmocka-dev:arm64
+                                          libcjson-dev:arm64 libopenblas-openmp-dev:arm64)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -19,6 +23,8 @@ command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ "$(id -u)" -eq 0 ]; then
   echo "setup: installing ${missing[*]}"
   export DEBIAN_FRONTEND=noninteractive
+  # The :arm64 packages need dpkg to know the architecture before the package lists are fetched.
+  case " ${missing[*]}" in *:arm64*) dpkg --add-architecture arm64 ;; esac
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else

@@ -15,6 +15,8 @@ extern "C" {
  * saturating finite overflow to +-448 (cvt.rn.satfinite); NaN -> 0x7F. */
 uint8_t ufp4_f32_to_e4m3(float x);
 float ufp4_e4m3_to_f32(uint8_t code);
+/* The largest finite E4M3 value, ufp4_e4m3_to_f32(0x7E). */
+#define UFP4_E4M3_MAX 448.0f
 
 /* bfloat16 by round to nearest even on the top 16 bits; NaN stays a (quiet) NaN. */
 float ufp4_round_bf16(float x);

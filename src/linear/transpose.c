@@ -1,5 +1,7 @@
 #include <stddef.h>
+#ifdef __SSE2__
 #include <emmintrin.h>
+#endif
 
 #include "linear/transpose_internal.h"
 #include "ufp4/linear.h"
@@ -10,10 +12,12 @@
  * a row. Measured on 1024 x 3072 (a 4 KiB-multiple row length, where every row falls into the same
  * cache set and stores alias loads 4 KiB apart): 2x faster than 16 x 16 tiles walked row-major,
  * 4x faster than the scalar 32 x 32 tiles before. A transpose moves bits, so the order of the moves
- * changes nothing in the result. */
+ * changes nothing in the result. A build for another architecture (no __SSE2__) moves one float
+ * at a time, with the same bits. */
 #define TILE_R 64
 #define TILE_C 16
 
+#ifdef __SSE2__
 /* ufp4_round_bf16 on 4 lanes, the same integer steps: RNE on the top 16 bits (a carry may reach the
  * exponent, the largest finite may become Inf), a NaN keeps its top bits and is made quiet. */
 static inline __m128 bf16x4(__m128 x) {
@@ -25,16 +29,23 @@ static inline __m128 bf16x4(__m128 x) {
   return _mm_castsi128_ps(_mm_or_si128(_mm_and_si128(nan, q), _mm_andnot_si128(nan, r)));
 }
 
+#endif
+
 void ufp4_round_bf16_copy(const float *src, float *dst, size_t n) {
+  size_t done = 0;
+#ifdef __SSE2__
   const long long blocks = (long long)(n / 4);
 #pragma omp parallel for schedule(static) if (n > 65536)
   for (long long i = 0; i < blocks; i++) _mm_storeu_ps(dst + 4 * i, bf16x4(_mm_loadu_ps(src + 4 * i)));
-  for (size_t i = (size_t)blocks * 4; i < n; i++) dst[i] = ufp4_round_bf16(src[i]);
+  done = (size_t)blocks * 4;
+#endif
+  for (size_t i = done; i < n; i++) dst[i] = ufp4_round_bf16(src[i]);
 }
 
 static void tile(const float *src, float *dst, size_t rows, size_t cols, size_t r0, size_t r1, size_t c0, size_t c1,
                  int bf16) {
   size_t c = c0;
+#ifdef __SSE2__
   for (; c + 4 <= c1; c += 4) {
     size_t r = r0;
     for (; r + 4 <= r1; r += 4) {
@@ -50,6 +61,7 @@ static void tile(const float *src, float *dst, size_t rows, size_t cols, size_t 
     for (; r < r1; r++)
       for (size_t k = c; k < c + 4; k++) dst[k * rows + r] = bf16 ? ufp4_round_bf16(src[r * cols + k]) : src[r * cols + k];
   }
+#endif
   for (; c < c1; c++)
     for (size_t r = r0; r < r1; r++) dst[c * rows + r] = bf16 ? ufp4_round_bf16(src[r * cols + c]) : src[r * cols + c];
 }

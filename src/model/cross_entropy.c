@@ -1,7 +1,11 @@
 /* Fused softmax + cross-entropy over the vocabulary, with an ignore index. */
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
+#ifdef __SSE2__
 #include <emmintrin.h>
+#endif
 
 #include "model/layer_check.h"
 #include "ufp4/layers.h"
@@ -14,7 +18,9 @@
  * position in a row gets the same bits for the same input. Within 1 ulp of the correctly rounded exp
  * on [-87, 88] (measured on every 37th float there)
  * (test_layer_gradcheck and test_model_torch hold it to the reference); lanes outside that range,
- * NaN included, take libm's expf, which keeps IEEE's overflow, underflow and NaN results. */
+ * NaN included, take libm's expf, which keeps IEEE's overflow, underflow and NaN results.
+ * A build for another architecture (no __SSE2__) runs exp_lane, the same steps on one float. */
+#ifdef __SSE2__
 static __m128 exp4(__m128 x) {
   const __m128 log2e = _mm_set1_ps(1.44269504088896341f), magic = _mm_set1_ps(12582912.0f);
   const __m128 c1 = _mm_set1_ps(0.693359375f), c2 = _mm_set1_ps(-2.12194440e-4f);
@@ -63,6 +69,32 @@ static float exp1(float x) {
   _mm_storeu_ps(t, exp4(_mm_loadu_ps(t)));
   return t[0];
 }
+
+#else
+static float exp_lane(float x) {
+  if (!(x > -87.0f && x < 88.0f)) return expf(x);
+  const float magic = 12582912.0f;
+  float n = (x * 1.44269504088896341f + magic) - magic;
+  float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  uint32_t e = (uint32_t)((int32_t)n + 127) << 23;
+  float two_n;
+  memcpy(&two_n, &e, sizeof two_n);
+  return p * two_n;
+}
+
+static void exp_shifted(float *out, const float *in, float sub, int n) {
+  for (int j = 0; j < n; j++) out[j] = exp_lane(in[j] - sub);
+}
+
+static float exp1(float x) { return exp_lane(x); }
+#endif
 
 static int ce_check(const char *what, const int32_t *targets, int BT, int V, int *n_valid) {
   size_t n;

@@ -13,12 +13,14 @@
  *     amax below ~1e-36), t = x / (d/S_enc) is used instead, so that the block is not saturated
  *     wholesale by an infinite factor.
  *
- * Dispatch: ufp4_quantize and ufp4_fake_quant run the AVX2 kernels of quant_avx2.c on CPUs with
- * AVX2 and FMA (unless UFP4_NO_SIMD=1 is set in the environment); those give the same bytes as
- * this file's scalar path, which ufp4_quantize_reference and ufp4_fake_quant_reference always run
- * and tests/test_quant_simd.c compares against. */
+ * This file knows no instruction set: a job runs the steps of a kernel family (ufp4_q_kernels),
+ * and the family defined here, ufp4_q_reference_kernels, is the specification. dispatch.c picks
+ * the family of ufp4_quantize and ufp4_fake_quant (the AVX2 one of x86/quant_avx2.c on CPUs with
+ * AVX2 and FMA unless UFP4_NO_SIMD=1); ufp4_quantize_reference and ufp4_fake_quant_reference
+ * always run this one, and tests/test_quant_simd.c compares the two. */
 #include "quant/quant_internal.h"
 #include "ufp4/error.h"
+#include "ufp4/minifloat.h"
 #include "ufp4/philox.h"
 #include "ufp4/quant.h"
 #include "ufp4/rht.h"
@@ -85,13 +87,13 @@ blk_scale ufp4_q_block_scale(const ufp4_qjob *j, float amax, int bad) {
 }
 
 /* The 32 random bits of n consecutive elements starting at linear index idx0. */
-static void fill_rbits(const ufp4_qformat *f, uint64_t idx0, size_t n, uint32_t *out) {
+static void fill_rbits_ref(uint64_t seed, uint64_t stream, uint64_t idx0, size_t n, uint32_t *out) {
   uint64_t quad = idx0 >> 2;
   unsigned off = (unsigned)(idx0 & 3u);
   uint32_t w[4];
   size_t i = 0;
   while (i < n) {
-    ufp4_philox_quad(f->seed, f->stream, quad++, w);
+    ufp4_philox_quad(seed, stream, quad++, w);
     for (unsigned k = off; k < 4 && i < n; k++) out[i++] = w[k];
     off = 0;
   }
@@ -141,10 +143,39 @@ void ufp4_q_do_block(const ufp4_qjob *j, const float *src, const uint32_t *rb, s
   }
 }
 
+static float amax_finite_ref(const float *p, size_t n) {
+  float amax = 0.0f;
+  for (size_t i = 0; i < n; i++) {
+    float a = fabsf(p[i]);
+    if (a <= FLT_MAX && a > amax) amax = a;
+  }
+  return amax;
+}
+
+/* The band's blocks one by one; the reference never fuses the RHT (fuses_rht16 is 0). */
+static void band_ref(const ufp4_qjob *j, const float *src, const uint32_t *rb, size_t r0, size_t h,
+                     size_t bi, int fused_rht16) {
+  (void)fused_rht16;
+  const ufp4_qformat *f = j->f;
+  const size_t bw = f->tile2d ? (size_t)f->tile2d : (size_t)f->block;
+  const size_t nbc = (j->cols + bw - 1) / bw; /* blocks per band row */
+  for (size_t b = 0; b < nbc; b++) {
+    size_t c0 = b * bw;
+    size_t w = j->cols - c0 < bw ? j->cols - c0 : bw;
+    ufp4_q_do_block(j, src + c0, rb ? rb + c0 : NULL, r0, c0, h, w, bi * nbc + b);
+  }
+}
+
+/* No fused RHT16 (amax_finite_rht16 NULL, fuses_rht16 0) and the scalar FWHT (rht_simd 0). */
+const ufp4_q_kernels ufp4_q_reference_kernels = {
+    .amax_finite = amax_finite_ref, .fill_rbits = fill_rbits_ref, .band = band_ref};
+
 /* amax over the finite values of the (rotated) tensor, for NVFP4's S_enc. */
 static int tensor_amax(const ufp4_qjob *j, float *out) {
   const ufp4_qformat *f = j->f;
+  const ufp4_q_kernels *k = j->k;
   const size_t rows = j->rows, cols = j->cols;
+  const int fused = f->rht == 16 && k->amax_finite_rht16;
   float amax = 0.0f;
   int fail = 0;
 #pragma omp parallel
@@ -156,25 +187,18 @@ static int tensor_amax(const ufp4_qjob *j, float *out) {
     for (size_t r = 0; r < rows; r++) {
       if (!ok) continue;
       const float *p = j->x + r * cols;
-      if (j->simd && f->rht == 16) {
-        float a = ufp4_q_amax_finite_rht16_avx2(p, cols, f->rht_signs);
-        if (a > local) local = a;
-        continue;
+      float a;
+      if (fused) {
+        a = k->amax_finite_rht16(p, cols, f->rht_signs);
+      } else {
+        if (f->rht) {
+          memcpy(buf, p, cols * sizeof(float));
+          ufp4_rht_rows_serial(buf, 1, cols, f->rht, f->rht_signs, k->rht_simd);
+          p = buf;
+        }
+        a = k->amax_finite(p, cols);
       }
-      if (f->rht) {
-        memcpy(buf, p, cols * sizeof(float));
-        ufp4_rht_rows_serial(buf, 1, cols, f->rht, f->rht_signs, j->simd);
-        p = buf;
-      }
-      if (j->simd) {
-        float a = ufp4_q_amax_finite_avx2(p, cols);
-        if (a > local) local = a;
-        continue;
-      }
-      for (size_t c = 0; c < cols; c++) {
-        float a = fabsf(p[c]);
-        if (a <= FLT_MAX && a > local) local = a;
-      }
+      if (a > local) local = a;
     }
 #pragma omp critical(ufp4_quant_amax)
     {
@@ -199,17 +223,15 @@ static int run_job(ufp4_qjob *j) {
     float amax = 0.0f;
     int rc = tensor_amax(j, &amax);
     if (rc) return rc;
-    float s_enc = 448.0f * j->g->g_max / amax;
+    float s_enc = UFP4_E4M3_MAX * j->g->g_max / amax;
     j->s_enc = (amax == 0.0f || !isfinite(s_enc)) ? 1.0f : s_enc;
   }
 
   const size_t band = f->tile2d ? (size_t)f->tile2d : 1;
-  const size_t bw = f->tile2d ? (size_t)f->tile2d : (size_t)f->block;
   const size_t nbands = (rows + band - 1) / band;
-  const size_t nbc = (cols + bw - 1) / bw; /* blocks per band row */
   const int sr = ufp4_round_is_stochastic(f->round);
-  /* The AVX2 band kernel applies RHT16 itself in registers when it fits 1x16 blocks. */
-  const int fused = j->simd && f->rht == 16 && !f->tile2d && f->block == 16;
+  const ufp4_q_kernels *k = j->k;
+  const int fused = k->fuses_rht16 && f->rht == 16 && !f->tile2d && f->block == 16;
   const int rotate = f->rht && !fused;
   int fail = 0;
 
@@ -226,26 +248,13 @@ static int run_job(ufp4_qjob *j) {
       const float *src = j->x + r0 * cols;
       if (rotate) {
         memcpy(buf, src, h * cols * sizeof(float));
-        ufp4_rht_rows_serial(buf, h, cols, f->rht, f->rht_signs, j->simd);
+        ufp4_rht_rows_serial(buf, h, cols, f->rht, f->rht_signs, k->rht_simd);
         src = buf;
       }
       if (sr)
-        for (size_t i = 0; i < h; i++) {
-          uint64_t idx0 = (uint64_t)((r0 + i) * cols);
-          if (j->simd)
-            ufp4_q_fill_rbits_avx2(f->seed, f->stream, idx0, cols, rb + i * cols);
-          else
-            fill_rbits(f, idx0, cols, rb + i * cols);
-        }
-      if (j->simd) {
-        ufp4_q_band_avx2(j, src, rb, r0, h, bi, fused);
-        continue;
-      }
-      for (size_t b = 0; b < nbc; b++) {
-        size_t c0 = b * bw;
-        size_t w = cols - c0 < bw ? cols - c0 : bw;
-        ufp4_q_do_block(j, src + c0, sr ? rb + c0 : NULL, r0, c0, h, w, bi * nbc + b);
-      }
+        for (size_t i = 0; i < h; i++)
+          k->fill_rbits(f->seed, f->stream, (uint64_t)((r0 + i) * cols), cols, rb + i * cols);
+      k->band(j, src, sr ? rb : NULL, r0, h, bi, fused);
     }
 #pragma omp critical(ufp4_quant_fail)
     {
@@ -258,8 +267,8 @@ static int run_job(ufp4_qjob *j) {
   return 0;
 }
 
-static int quantize_impl(const ufp4_qformat *f, const float *x, size_t rows, size_t cols, ufp4_qtensor *q,
-                         int simd) {
+int ufp4_q_quantize(const ufp4_qformat *f, const float *x, size_t rows, size_t cols, ufp4_qtensor *q,
+                    const ufp4_q_kernels *k) {
   if (!q) return ufp4_fail(UFP4_EINVAL, "quantize: NULL output tensor");
   memset(q, 0, sizeof *q);
   int rc = ufp4_qformat_check(f, rows, cols);
@@ -289,7 +298,7 @@ static int quantize_impl(const ufp4_qformat *f, const float *x, size_t rows, siz
   j.codes = q->codes;
   j.scales = q->scales;
   j.scale_bits = q->scale_bits;
-  j.simd = simd;
+  j.k = k;
   rc = run_job(&j);
   if (rc) {
     ufp4_qtensor_free(q);
@@ -299,13 +308,9 @@ static int quantize_impl(const ufp4_qformat *f, const float *x, size_t rows, siz
   return 0;
 }
 
-int ufp4_quantize(const ufp4_qformat *f, const float *x, size_t rows, size_t cols, ufp4_qtensor *q) {
-  return quantize_impl(f, x, rows, cols, q, ufp4_simd_enabled());
-}
-
 int ufp4_quantize_reference(const ufp4_qformat *f, const float *x, size_t rows, size_t cols,
                             ufp4_qtensor *q) {
-  return quantize_impl(f, x, rows, cols, q, 0);
+  return ufp4_q_quantize(f, x, rows, cols, q, &ufp4_q_reference_kernels);
 }
 
 void ufp4_qtensor_free(ufp4_qtensor *q) {
@@ -339,8 +344,8 @@ void ufp4_dequantize(const ufp4_qtensor *q, float *y) {
   }
 }
 
-static int fake_quant_impl(const ufp4_qformat *f, const float *x, float *y, size_t rows, size_t cols,
-                           int simd) {
+int ufp4_q_fake_quant(const ufp4_qformat *f, const float *x, float *y, size_t rows, size_t cols,
+                      const ufp4_q_kernels *k) {
   int rc = ufp4_qformat_check(f, rows, cols);
   if (rc) return rc;
   if (rows != 0 && cols != 0 && (!x || !y)) return ufp4_fail(UFP4_EINVAL, "fake_quant: NULL input or output");
@@ -352,15 +357,11 @@ static int fake_quant_impl(const ufp4_qformat *f, const float *x, float *y, size
   j.cols = cols;
   j.x = x;
   j.y = y;
-  j.simd = simd;
+  j.k = k;
   return run_job(&j);
-}
-
-int ufp4_fake_quant(const ufp4_qformat *f, const float *x, float *y, size_t rows, size_t cols) {
-  return fake_quant_impl(f, x, y, rows, cols, ufp4_simd_enabled());
 }
 
 int ufp4_fake_quant_reference(const ufp4_qformat *f, const float *x, float *y, size_t rows,
                               size_t cols) {
-  return fake_quant_impl(f, x, y, rows, cols, 0);
+  return ufp4_q_fake_quant(f, x, y, rows, cols, &ufp4_q_reference_kernels);
 }

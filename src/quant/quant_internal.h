@@ -1,8 +1,12 @@
-/* Internals shared by the scalar reference quantizer (block_quant.c) and its AVX2 version
- * (x86/quant_avx2.c). Not part of the public API.
+/* Internals shared by the scalar reference quantizer (block_quant.c), its AVX2 version
+ * (x86/quant_avx2.c) and the file that picks between them (dispatch.c). Not part of the public
+ * API.
  *
  * The scalar code is the specification; every SIMD routine must give the same bytes. Both paths
- * share block_scale() below, so a block's scale is computed by one piece of code only. */
+ * share ufp4_q_block_scale() below, with one exception: the AVX2 1x16 kernel computes the NVFP4
+ * and E8M0 scales of 8 blocks at once on their bit patterns (scales_mx in x86/quant_avx2.c), as
+ * calling the scalar rule per block made it about 2x slower; test_quant_simd compares it with the
+ * reference for every scale kind. */
 #ifndef UFP4_QUANT_INTERNAL_H
 #define UFP4_QUANT_INTERNAL_H
 
@@ -24,6 +28,8 @@ typedef struct {
   uint8_t bits;
 } blk_scale;
 
+typedef struct ufp4_q_kernels ufp4_q_kernels;
+
 typedef struct {
   const ufp4_qformat *f;
   const ufp4_grid *g;
@@ -35,8 +41,39 @@ typedef struct {
   float *scales;       /* may be NULL */
   uint8_t *scale_bits; /* may be NULL */
   float *y;            /* may be NULL (quantize only); may alias x */
-  int simd;            /* 1: AVX2 kernels, 0: scalar reference only */
+  const ufp4_q_kernels *k; /* the kernel family running the job */
 } ufp4_qjob;
+
+/* The steps of a quantization that a kernel family implements. Each must give the bytes of the
+ * scalar reference's step (block_quant.c); the job's order of steps is the reference's. */
+struct ufp4_q_kernels {
+  /* Largest finite |p[i]| of n floats (0 if none). */
+  float (*amax_finite)(const float *p, size_t n);
+  /* The same over the RHT-16 rotation of p (n a multiple of 16; signs NULL = all +1); NULL when
+   * the family rotates a copy and calls amax_finite. */
+  float (*amax_finite_rht16)(const float *p, size_t n, const float *signs);
+  /* out[i] = ufp4_philox_u32(seed, stream, idx0 + i) for i < n. */
+  void (*fill_rbits)(uint64_t seed, uint64_t stream, uint64_t idx0, size_t n, uint32_t *out);
+  /* Quantizes the band of h rows starting at row r0 (band index bi). src is the band's first
+   * element with row stride cols: the rotated copy, or, when fused_rht16, the raw input (the
+   * kernel then applies the 16-point RHT itself). rb: the band's random bits (row stride cols)
+   * or NULL. */
+  void (*band)(const ufp4_qjob *j, const float *src, const uint32_t *rb, size_t r0, size_t h,
+               size_t bi, int fused_rht16);
+  /* 1 when band can fuse the 16-point RHT of 1x16 blocks without tiles. */
+  int fuses_rht16;
+  /* The kernel choice handed to the RHT (ufp4_rht_rows_serial's simd). */
+  int rht_simd;
+};
+
+/* The scalar reference family (block_quant.c) and the one dispatch.c picks for this process. */
+extern const ufp4_q_kernels ufp4_q_reference_kernels;
+const ufp4_q_kernels *ufp4_q_kernels_pick(void);
+/* ufp4_quantize / ufp4_fake_quant run by the kernel family k (block_quant.c). */
+int ufp4_q_quantize(const ufp4_qformat *f, const float *x, size_t rows, size_t cols, ufp4_qtensor *q,
+                    const ufp4_q_kernels *k);
+int ufp4_q_fake_quant(const ufp4_qformat *f, const float *x, float *y, size_t rows, size_t cols,
+                      const ufp4_q_kernels *k);
 
 /* Dequantized value, saturated to +-FLT_MAX (block_quant.c explains why). */
 static inline float ufp4_q_dequant_value(float code_value, float scale) {
@@ -52,18 +89,14 @@ blk_scale ufp4_q_block_scale(const ufp4_qjob *j, float amax, int bad);
 void ufp4_q_do_block(const ufp4_qjob *j, const float *src, const uint32_t *rb, size_t r0, size_t c0,
                      size_t h, size_t w, size_t sidx);
 
-/* AVX2 kernels (quant_avx2.c); call only when ufp4_simd_enabled(). */
-/* Quantizes the band of h rows starting at row r0 (band index bi). src is the band's first
- * element with row stride cols: the rotated copy, or, when fused_rht16, the raw input (the band
- * kernel then applies the 16-point RHT itself; needs block 16, no tiles, f->rht == 16). rb: the
- * band's random bits (row stride cols) or NULL. */
+#ifdef UFP4_HAVE_X86
+/* AVX2 kernels (x86/quant_avx2.c), the members of dispatch.c's AVX2 family; they may run only
+ * when ufp4_simd_enabled(). Contracts: those of ufp4_q_kernels. */
 void ufp4_q_band_avx2(const ufp4_qjob *j, const float *src, const uint32_t *rb, size_t r0, size_t h,
                       size_t bi, int fused_rht16);
-/* out[i] = ufp4_philox_u32(seed, stream, idx0 + i) for i < n. */
 void ufp4_q_fill_rbits_avx2(uint64_t seed, uint64_t stream, uint64_t idx0, size_t n, uint32_t *out);
-/* Largest finite |p[i]| (0 if none), as the scalar `a <= FLT_MAX && a > m` loop gives. */
 float ufp4_q_amax_finite_avx2(const float *p, size_t n);
-/* The same over the RHT-16 rotation of p (n a multiple of 16; signs NULL = all +1). */
 float ufp4_q_amax_finite_rht16_avx2(const float *p, size_t n, const float *signs);
+#endif
 
 #endif

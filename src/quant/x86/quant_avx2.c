@@ -15,7 +15,9 @@
  *     is exact in float and T = p * 2^32. For an integer r, r < T iff r < ceil(T); ceil(T) <
  *     2^32 is compared as an unsigned integer. SR8 compares r >> 24 with floor((a - lo) * 256/step)
  *     the same way.
- *   - Block scales other than FP32 (E4M3, E8M0) come from the shared scalar ufp4_q_block_scale.
+ *   - Block scales other than FP32 (E4M3, E8M0) come from the shared scalar ufp4_q_block_scale,
+ *     except in the 1x16 group kernel, whose scales_mx computes 8 at once on the bit patterns
+ *     (per-block scalar calls there measured about 2x slower; quant_internal.h).
  *   - Blocks the kernels do not vectorize (NaN/Inf or all-zero blocks, blocks whose width is not
  *     a multiple of 8) go to the scalar ufp4_q_do_block.
  *
@@ -456,7 +458,7 @@ INL void group16(const ufp4_qjob *j, const qk *k, const float *src, const uint32
   const __m256 quarter = _mm256_set1_ps(0.25f);
   if (rc) {
     amax = _mm256_mul_ps(amax, quarter);
-    if (mode <= UFP4_ROUND_RNZ && j->f->scale == UFP4_SCALE_FP32) {
+    if (!ufp4_round_is_stochastic(mode) && j->f->scale == UFP4_SCALE_FP32) {
       __m256 lo = _mm256_cmp_ps(amax, _mm256_set1_ps(0x1p-96f), _CMP_GE_OQ);
       __m256 hi = _mm256_cmp_ps(amax, _mm256_set1_ps(0x1p118f), _CMP_LT_OQ);
       folded = _mm256_movemask_ps(_mm256_and_ps(lo, hi)) == 0xFF;

@@ -1,0 +1,32 @@
+/* The choice of quantization kernels (quant_internal.h): the one place that knows which kernel
+ * families exist. The AVX2 family is compiled only on x86-64 builds with UFP4_SIMD=ON
+ * (UFP4_HAVE_X86) and runs only when ufp4_simd_enabled() (AVX2 and FMA, UFP4_NO_SIMD unset);
+ * everything else runs the scalar reference of block_quant.c. */
+#include "quant/quant_internal.h"
+
+#ifdef UFP4_HAVE_X86
+/* Applies the 16-point RHT of 1x16 blocks in registers (the band and the tensor amax). */
+static const ufp4_q_kernels avx2_kernels = {
+    .amax_finite = ufp4_q_amax_finite_avx2,
+    .amax_finite_rht16 = ufp4_q_amax_finite_rht16_avx2,
+    .fill_rbits = ufp4_q_fill_rbits_avx2,
+    .band = ufp4_q_band_avx2,
+    .fuses_rht16 = 1,
+    .rht_simd = 1,
+};
+#endif
+
+const ufp4_q_kernels *ufp4_q_kernels_pick(void) {
+#ifdef UFP4_HAVE_X86
+  if (ufp4_simd_enabled()) return &avx2_kernels;
+#endif
+  return &ufp4_q_reference_kernels;
+}
+
+int ufp4_quantize(const ufp4_qformat *f, const float *x, size_t rows, size_t cols, ufp4_qtensor *q) {
+  return ufp4_q_quantize(f, x, rows, cols, q, ufp4_q_kernels_pick());
+}
+
+int ufp4_fake_quant(const ufp4_qformat *f, const float *x, float *y, size_t rows, size_t cols) {
+  return ufp4_q_fake_quant(f, x, y, rows, cols, ufp4_q_kernels_pick());
+}
