@@ -9,7 +9,7 @@
 #   - the link: ufp4_NAME_linkcheck, a shared library of the same objects linked with
 #     -Wl,--no-undefined against the check libraries of DEPS only; a call into a layer above (or a
 #     sibling not listed) leaves an undefined symbol and fails the build;
-#   - the includes: scripts/check_layers.sh (a ctest test) fails when a file includes a header of a
+#   - the includes: scripts/check_layers.py (a ctest test) fails when a file includes a header of a
 #     layer above its own, which the link cannot see for inline functions and macros.
 # The sanitizer and fuzz builds skip the link check (their runtimes leave symbols undefined on
 # purpose).

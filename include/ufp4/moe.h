@@ -1,8 +1,7 @@
 /* A mixture-of-experts block (Qwen2-MoE / Switch semantics) that replaces a dense SwiGLU MLP.
  *
- * Changes against the contract text (moe_contract.md): ufp4_moe_stats gained fields appended at its
- * end (admitted, n_tokens, top_k, slot_expert, slot_gate, slot_row: the routing of the last
- * forward, for diagnostics and tests); nothing was removed or reordered.
+ * ufp4_moe_stats ends with the routing of the last forward (admitted, n_tokens, top_k, slot_expert,
+ * slot_gate, slot_row), for diagnostics and tests; docs/MOE.md describes the block in full.
  *
  * Shapes: N tokens, x [N, C], E experts of width Fe (expert_ffn), optional shared expert of width Fs.
  *
