@@ -21,7 +21,7 @@ PUBLIC = {
     "quant": "quant",
     "linear": "gemm linear recipe",
     "model": "layers model moe",
-    "analysis": "measures synth stats diagnostics drift",
+    "analysis": "measures synth stats diagnostics drift bias_table",
     "io": "npy safetensors",
     "data": "tokenizer corpus shard loader",
     "dist": "dist",
