@@ -359,15 +359,18 @@ int ufp4_cmd_bias(int argc, char **argv) {
   float *x = NULL;
   if ((rc = load_input(&o, &x))) return rc;
   if (o.q.fmt.rht && o.cols % (size_t)o.q.fmt.rht) {
-    fprintf(stderr, "ufp4 bias: cols %zu is not a multiple of the RHT size %d (use --rht 0 or another size)\n",
-            o.cols, o.q.fmt.rht);
+    fprintf(
+        stderr,
+        "ufp4 bias: cols %zu is not a multiple of the RHT size %d (use --rht 0 or another size)\n",
+        o.cols, o.q.fmt.rht);
     free_input(&o, x);
     return o.in ? 1 : 2;
   }
 
   float signs[UFP4_RHT_MAX];
   cli_qflags_signs(&o.q, signs);
-  ufp4_bias_spec spec = {.fmt = o.q.fmt, .grids = o.grids, .n_grids = o.n_grids, .layers = o.layers};
+  ufp4_bias_spec spec = {
+      .fmt = o.q.fmt, .grids = o.grids, .n_grids = o.n_grids, .layers = o.layers};
   spec.fmt.rht_signs = signs;
   ufp4_bias_table t;
   rc = ufp4_bias_measure(&spec, x, o.rows, o.cols, &t) ? cli_error("bias", NULL) : 0;

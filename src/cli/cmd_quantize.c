@@ -165,10 +165,11 @@ static int parse_args(int argc, char **argv, quant_opts *o) {
 /* Quantizes a into q and y (dequantized; --unrotate takes it back to a's basis) and measures
  * *nmse in the basis the quantizer saw: a itself, or a rotated when --rht. Returns 0 or 1 after
  * printing the error. */
-static int quantize(const quant_opts *o, const ufp4_npy *a, const float *signs, ufp4_qtensor *q, float *y,
-                    double *nmse) {
+static int quantize(const quant_opts *o, const ufp4_npy *a, const float *signs, ufp4_qtensor *q,
+                    float *y, double *nmse) {
   size_t rows = a->shape[0], cols = a->shape[1], n = a->count;
-  if (ufp4_qformat_check(&o->q.fmt, rows, cols) != 0 || ufp4_quantize(&o->q.fmt, a->data, rows, cols, q) != 0)
+  if (ufp4_qformat_check(&o->q.fmt, rows, cols) != 0 ||
+      ufp4_quantize(&o->q.fmt, a->data, rows, cols, q) != 0)
     return cli_error("quantize", o->in);
   ufp4_dequantize(q, y);
   float *ref = NULL; /* what the quantizer saw: the input, rotated when --rht */
@@ -197,11 +198,12 @@ static void print_summary(const quant_opts *o, const ufp4_npy *a, double nmse) {
     snprintf(blk, sizeof blk, "16x16 tiles");
   else
     snprintf(blk, sizeof blk, "1x%d blocks", o->q.fmt.block);
-  printf("%s -> %s: %zu x %zu = %zu elements; %s, %s, %s scale, %s rounding%s%s; NMSE %.4e, SQNR %.2f dB\n",
-         o->in, o->out, a->shape[0], a->shape[1], a->count, ufp4_grid_get(o->q.fmt.grid)->name, blk,
-         ufp4_scale_name(o->q.fmt.scale), ufp4_round_name(o->q.fmt.round),
-         o->q.fmt.rht ? (o->unrotate ? ", rht (unrotated)" : ", rht (output rotated)") : "",
-         o->packed ? ", packed" : "", nmse, ufp4_sqnr_db(nmse));
+  printf(
+      "%s -> %s: %zu x %zu = %zu elements; %s, %s, %s scale, %s rounding%s%s; NMSE %.4e, SQNR %.2f dB\n",
+      o->in, o->out, a->shape[0], a->shape[1], a->count, ufp4_grid_get(o->q.fmt.grid)->name, blk,
+      ufp4_scale_name(o->q.fmt.scale), ufp4_round_name(o->q.fmt.round),
+      o->q.fmt.rht ? (o->unrotate ? ", rht (unrotated)" : ", rht (output rotated)") : "",
+      o->packed ? ", packed" : "", nmse, ufp4_sqnr_db(nmse));
 }
 
 int ufp4_cmd_quantize(int argc, char **argv) {
@@ -216,8 +218,10 @@ int ufp4_cmd_quantize(int argc, char **argv) {
   ufp4_npy a;
   if (ufp4_npy_read(o.in, &a) != 0) return cli_error("quantize", NULL);
   if (a.ndim != 2 || a.count == 0) {
-    fprintf(stderr, "ufp4 quantize: %s: need a non-empty 2-D array (rows x reduction dim), got %d-D with %zu elements\n",
-            o.in, a.ndim, a.count);
+    fprintf(
+        stderr,
+        "ufp4 quantize: %s: need a non-empty 2-D array (rows x reduction dim), got %d-D with %zu elements\n",
+        o.in, a.ndim, a.count);
     ufp4_npy_free(&a);
     return 1;
   }
@@ -234,7 +238,8 @@ int ufp4_cmd_quantize(int argc, char **argv) {
     fprintf(stderr, "ufp4 quantize: out of memory for %zu floats\n", a.count);
     rc = 1;
   } else if (!(rc = quantize(&o, &a, signs, &q, y, &nmse))) {
-    if (ufp4_npy_write(o.out, y, shape, 2) != 0 || (o.packed && write_packed(o.packed, &q, signs_kind) != 0))
+    if (ufp4_npy_write(o.out, y, shape, 2) != 0 ||
+        (o.packed && write_packed(o.packed, &q, signs_kind) != 0))
       rc = cli_error("quantize", NULL);
     else
       print_summary(&o, &a, nmse);

@@ -106,9 +106,11 @@ static int train(const tok_opts *o) {
   if (ufp4_bpe_train(&corpus, (uint32_t)o->vocab, o->out_dir, &got))
     status = fail(o->sub);
   else
-    printf("trained a %u-entry BPE (%u merges) on %zu documents, %zu bytes in %.3f s -> %s/encoder.json, "
-           "%s/vocab.bpe\n", got, got - 257, corpus.n_docs, corpus.total_bytes, ufp4_now_s() - t0, o->out_dir,
-           o->out_dir);
+    printf(
+        "trained a %u-entry BPE (%u merges) on %zu documents, %zu bytes in %.3f s -> %s/encoder.json, "
+        "%s/vocab.bpe\n",
+        got, got - 257, corpus.n_docs, corpus.total_bytes, ufp4_now_s() - t0, o->out_dir,
+        o->out_dir);
   ufp4_corpus_free(&corpus);
   return status;
 }
@@ -118,7 +120,8 @@ static int encode(const tok_opts *o, ufp4_tokenizer *tok) {
   size_t len;
   ufp4_tokvec ids = {0};
   int status = 0;
-  if (read_input(o->in, &text, &len) || ufp4_tokenizer_encode(tok, text, len, o->in ? o->in : "stdin", &ids)) {
+  if (read_input(o->in, &text, &len) ||
+      ufp4_tokenizer_encode(tok, text, len, o->in ? o->in : "stdin", &ids)) {
     status = fail(o->sub);
   } else {
     for (size_t i = 0; i < ids.n; i++) printf(i ? " %u" : "%u", ids.ids[i]);
@@ -137,7 +140,8 @@ static int parse_ids(const char *text, const char *src, ufp4_tokvec *ids) {
     while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r' || *p == ',') p++;
     if (!*p) return 0;
     unsigned long long id = strtoull(p, &end, 10);
-    if (end == p || id > UINT32_MAX) return ufp4_fail(UFP4_EFORMAT, "%s: '%.20s' is not a token id", src, p);
+    if (end == p || id > UINT32_MAX)
+      return ufp4_fail(UFP4_EFORMAT, "%s: '%.20s' is not a token id", src, p);
     ufp4_tokvec_push(ids, (uint32_t)id);
     p = end;
   }
@@ -161,8 +165,8 @@ static int decode(const tok_opts *o, ufp4_tokenizer *tok) {
 
 /* Best of o->repeat timed encodes of the corpus, each with a fresh tokenizer (so the pre-token
  * cache starts cold every time), which *tok holds afterwards. */
-static int time_encode(const tok_opts *o, const ufp4_corpus *corpus, ufp4_tokenizer **tok, double *best,
-                       size_t *n_tokens) {
+static int time_encode(const tok_opts *o, const ufp4_corpus *corpus, ufp4_tokenizer **tok,
+                       double *best, size_t *n_tokens) {
   ufp4_tokvec ids = {0};
   int rc = 0;
   *best = 1e30;
@@ -214,14 +218,16 @@ static int stats(const tok_opts *o, ufp4_tokenizer **tok) {
     ufp4_corpus_free(&corpus);
     return fail(o->sub);
   }
-  printf("tokenizer %s (vocabulary %u) on %s\n", ufp4_tokenizer_name(*tok), ufp4_tokenizer_vocab_size(*tok),
-         o->co.path);
+  printf("tokenizer %s (vocabulary %u) on %s\n", ufp4_tokenizer_name(*tok),
+         ufp4_tokenizer_vocab_size(*tok), o->co.path);
   printf("  documents        %zu\n  bytes            %zu\n  tokens           %zu\n", corpus.n_docs,
          corpus.total_bytes, n_tokens);
-  printf("  bytes per token  %.4f\n", n_tokens ? (double)corpus.total_bytes / (double)n_tokens : 0.0);
+  printf("  bytes per token  %.4f\n",
+         n_tokens ? (double)corpus.total_bytes / (double)n_tokens : 0.0);
   printf("  encode           %.3f s, %.2f MB/s (best of %zu, one thread)\n", best,
          (double)corpus.total_bytes / best / 1e6, o->repeat);
-  printf("  round trip       %s (%zu of %zu documents differ)\n", bad ? "FAILED" : "ok", bad, corpus.n_docs);
+  printf("  round trip       %s (%zu of %zu documents differ)\n", bad ? "FAILED" : "ok", bad,
+         corpus.n_docs);
   ufp4_corpus_free(&corpus);
   return bad ? 1 : 0;
 }
