@@ -82,7 +82,7 @@ static int parse_recipes(const char *s, char *buf, size_t size, ufp4_bench_train
       return -1;
     }
     if (ufp4_recipe_parse(tok, &r)) {
-      fprintf(stderr, "ufp4 bench: --recipes: %s\n", ufp4_last_error());
+      cli_error("bench", "--recipes");
       return -1;
     }
     o->recipes[o->n_recipes++] = tok;
