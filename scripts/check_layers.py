@@ -21,11 +21,11 @@ PUBLIC = {
     "quant": "quant",
     "linear": "gemm linear recipe stream",
     "model": "layers model moe",
-    "analysis": "measures synth stats diagnostics",
+    "analysis": "measures synth stats diagnostics drift bias_table",
     "io": "npy safetensors",
     "data": "tokenizer corpus shard loader",
     "dist": "dist",
-    "training": "train checkpoint data_source sample optim",
+    "training": "train checkpoint data_source sample optim model_io",
     "report": "report plot ufp4",
 }
 

@@ -82,7 +82,7 @@ static int parse_recipes(const char *s, char *buf, size_t size, ufp4_bench_train
       return -1;
     }
     if (ufp4_recipe_parse(tok, &r)) {
-      fprintf(stderr, "ufp4 bench: --recipes: %s\n", ufp4_last_error());
+      cli_error("bench", "--recipes");
       return -1;
     }
     o->recipes[o->n_recipes++] = tok;
@@ -110,99 +110,171 @@ static char *json_for(const char *base, const char *bench) {
   return p;
 }
 
-int ufp4_cmd_bench(int argc, char **argv) {
-  if (cli_wants_help(argc, argv)) {
-    usage(stdout);
-    return 0;
-  }
-  int run, first = 2;
-  if (argc < 2 || argv[1][0] == '-') run = B_QUANT | B_TRAIN, first = 1;
-  else if (!strcmp(argv[1], "quant")) run = B_QUANT;
-  else if (!strcmp(argv[1], "gemm")) run = B_GEMM;
-  else if (!strcmp(argv[1], "train")) run = B_TRAIN;
-  else if (!strcmp(argv[1], "train-child")) return ufp4_bench_train_child(argc - 1, argv + 1);
-  else {
-    fprintf(stderr, "ufp4 bench: '%s' is not a bench (ufp4 bench --help)\n", argv[1]);
-    return 2;
-  }
+typedef struct {
+  int run; /* B_* bits */
   ufp4_bench_quant_opts q;
-  memset(&q, 0, sizeof q);
-  q.rows = 4096;
-  q.cols = 1024;
-  q.reps = 7;
-  int maxt = ufp4_get_threads();
-  q.threads[q.n_threads++] = 1;
-  if (maxt > 1) q.threads[q.n_threads++] = maxt;
-  ufp4_bench_gemm_opts g = {.reps = 5, .json_path = NULL};
+  ufp4_bench_gemm_opts g;
   ufp4_bench_train_opts t;
-  memset(&t, 0, sizeof t);
-  t.steps = 5;
-  t.warmup = 1;
-  t.configs = 3;
-  t.rss = 1;
+  char recipe_buf[1024]; /* --recipes, split in place; t.recipes point into it */
+  const char *json;
+} bench_opts;
+
+static void defaults(bench_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->q.rows = 4096;
+  o->q.cols = 1024;
+  o->q.reps = 7;
+  int maxt = ufp4_get_threads();
+  o->q.threads[o->q.n_threads++] = 1;
+  if (maxt > 1) o->q.threads[o->q.n_threads++] = maxt;
+  o->g = (ufp4_bench_gemm_opts){.reps = 5, .json_path = NULL};
+  o->t.steps = 5;
+  o->t.warmup = 1;
+  o->t.configs = 3;
+  o->t.rss = 1;
   static const char *const default_recipes[] = {"fp32", "bf16", "e2m1", "nvfp4", "ufp4"};
-  for (int i = 0; i < 5; i++) t.recipes[t.n_recipes++] = default_recipes[i];
-  char recipe_buf[1024];
-  const char *json = NULL;
+  for (int i = 0; i < 5; i++) o->t.recipes[o->t.n_recipes++] = default_recipes[i];
+}
+
+/* --config of the train bench; 0, or -1 after printing. */
+static int parse_config(const char *v, ufp4_bench_train_opts *t) {
+  if (!strcmp(v, "llmc"))
+    t->configs = 1;
+  else if (!strcmp(v, "small"))
+    t->configs = 2;
+  else if (!strcmp(v, "both"))
+    t->configs = 3;
+  else if (!strcmp(v, "moe"))
+    t->configs = 6;
+  else {
+    fprintf(stderr, "ufp4 bench: --config: '%s' is not llmc, small, both or moe\n", v);
+    return -1;
+  }
+  return 0;
+}
+
+/* The quant and gemm options at argv[*i]: 1 taken, -1 after printing an error, 0 neither. */
+static int quant_gemm_option(int argc, char **argv, int *i, bench_opts *o) {
+  const char *v = NULL;
+  int r, run = o->run;
+  long l;
+  if ((r = cli_value(argc, argv, i, "--rows", &v))) {
+    if (r < 0 || !applies(run, B_QUANT, "--rows") ||
+        cli_parse_size("bench", "--rows", v, 1, (size_t)1 << 20, &o->q.rows))
+      return -1;
+  } else if ((r = cli_value(argc, argv, i, "--cols", &v))) {
+    if (r < 0 || !applies(run, B_QUANT, "--cols") ||
+        cli_parse_size("bench", "--cols", v, 16, (size_t)1 << 20, &o->q.cols))
+      return -1;
+    if (o->q.cols % 16) {
+      fprintf(stderr, "ufp4 bench: --cols: %zu is not a multiple of 16\n", o->q.cols);
+      return -1;
+    }
+  } else if ((r = cli_value(argc, argv, i, "--reps", &v))) {
+    if (r < 0 || !applies(run, B_QUANT | B_GEMM, "--reps") ||
+        cli_parse_long("bench", "--reps", v, 1, 100000, &l))
+      return -1;
+    o->q.reps = o->g.reps = (int)l;
+  } else if ((r = cli_value(argc, argv, i, "--threads", &v))) {
+    if (r < 0 || !applies(run, B_QUANT, "--threads") || parse_threads(v, &o->q)) return -1;
+  }
+  return r;
+}
+
+/* The train bench's options at argv[*i]: as quant_gemm_option. */
+static int train_option(int argc, char **argv, int *i, bench_opts *o) {
+  const char *v = NULL;
+  int r, run = o->run;
+  long l;
+  if ((r = cli_value(argc, argv, i, "--steps", &v))) {
+    if (r < 0 || !applies(run, B_TRAIN, "--steps") ||
+        cli_parse_long("bench", "--steps", v, 1, 10000, &l))
+      return -1;
+    o->t.steps = (int)l;
+  } else if ((r = cli_value(argc, argv, i, "--warmup", &v))) {
+    if (r < 0 || !applies(run, B_TRAIN, "--warmup") ||
+        cli_parse_long("bench", "--warmup", v, 0, 10000, &l))
+      return -1;
+    o->t.warmup = (int)l;
+  } else if ((r = cli_value(argc, argv, i, "--config", &v))) {
+    if (r < 0 || !applies(run, B_TRAIN, "--config") || parse_config(v, &o->t)) return -1;
+  } else if ((r = cli_value(argc, argv, i, "--recipes", &v))) {
+    if (r < 0 || !applies(run, B_TRAIN, "--recipes") ||
+        parse_recipes(v, o->recipe_buf, sizeof o->recipe_buf, &o->t))
+      return -1;
+  } else if (!strcmp(argv[*i], "--no-rss")) {
+    if (!applies(run, B_TRAIN, "--no-rss")) return -1;
+    o->t.rss = 0;
+    r = 1;
+  }
+  return r;
+}
+
+/* Options from argv[first]; returns 0, or 2 after printing a usage error. */
+static int parse_args(int argc, char **argv, int first, bench_opts *o) {
   for (int i = first; i < argc; i++) {
-    const char *v = NULL;
     int r;
-    long l;
-    if ((r = cli_value(argc, argv, &i, "--rows", &v))) {
-      if (r < 0 || !applies(run, B_QUANT, "--rows") || cli_parse_size("bench", "--rows", v, 1, (size_t)1 << 20, &q.rows))
-        return 2;
-    } else if ((r = cli_value(argc, argv, &i, "--cols", &v))) {
-      if (r < 0 || !applies(run, B_QUANT, "--cols") || cli_parse_size("bench", "--cols", v, 16, (size_t)1 << 20, &q.cols))
-        return 2;
-      if (q.cols % 16) {
-        fprintf(stderr, "ufp4 bench: --cols: %zu is not a multiple of 16\n", q.cols);
-        return 2;
-      }
-    } else if ((r = cli_value(argc, argv, &i, "--reps", &v))) {
-      if (r < 0 || !applies(run, B_QUANT | B_GEMM, "--reps") || cli_parse_long("bench", "--reps", v, 1, 100000, &l))
-        return 2;
-      q.reps = g.reps = (int)l;
-    } else if ((r = cli_value(argc, argv, &i, "--threads", &v))) {
-      if (r < 0 || !applies(run, B_QUANT, "--threads") || parse_threads(v, &q)) return 2;
-    } else if ((r = cli_value(argc, argv, &i, "--steps", &v))) {
-      if (r < 0 || !applies(run, B_TRAIN, "--steps") || cli_parse_long("bench", "--steps", v, 1, 10000, &l)) return 2;
-      t.steps = (int)l;
-    } else if ((r = cli_value(argc, argv, &i, "--warmup", &v))) {
-      if (r < 0 || !applies(run, B_TRAIN, "--warmup") || cli_parse_long("bench", "--warmup", v, 0, 10000, &l))
-        return 2;
-      t.warmup = (int)l;
-    } else if ((r = cli_value(argc, argv, &i, "--config", &v))) {
-      if (r < 0 || !applies(run, B_TRAIN, "--config")) return 2;
-      if (!strcmp(v, "llmc")) t.configs = 1;
-      else if (!strcmp(v, "small")) t.configs = 2;
-      else if (!strcmp(v, "both")) t.configs = 3;
-      else if (!strcmp(v, "moe")) t.configs = 6;
-      else {
-        fprintf(stderr, "ufp4 bench: --config: '%s' is not llmc, small, both or moe\n", v);
-        return 2;
-      }
-    } else if ((r = cli_value(argc, argv, &i, "--recipes", &v))) {
-      if (r < 0 || !applies(run, B_TRAIN, "--recipes") || parse_recipes(v, recipe_buf, sizeof recipe_buf, &t)) return 2;
-    } else if (!strcmp(argv[i], "--no-rss")) {
-      if (!applies(run, B_TRAIN, "--no-rss")) return 2;
-      t.rss = 0;
-    } else if ((r = cli_value(argc, argv, &i, "--json", &v))) {
+    if ((r = quant_gemm_option(argc, argv, &i, o)) || (r = train_option(argc, argv, &i, o))) {
       if (r < 0) return 2;
-      json = v;
+    } else if ((r = cli_value(argc, argv, &i, "--json", &o->json))) {
+      if (r < 0) return 2;
     } else {
       fprintf(stderr, "ufp4 bench: unknown option '%s' (ufp4 bench --help)\n", argv[i]);
       return 2;
     }
   }
-  if ((run & B_QUANT) && q.rows > ((size_t)1 << 30) / q.cols) {
-    fprintf(stderr, "ufp4 bench: %zu x %zu is too large (at most 2^30 elements)\n", q.rows, q.cols);
+  if ((o->run & B_QUANT) && o->q.rows > ((size_t)1 << 30) / o->q.cols) {
+    fprintf(stderr, "ufp4 bench: %zu x %zu is too large (at most 2^30 elements)\n", o->q.rows,
+            o->q.cols);
     return 2;
   }
-  const int combined = run == (B_QUANT | B_TRAIN);
+  return 0;
+}
+
+/* Runs the benches asked for, each writing to its json_path when set. */
+static int run_benches(bench_opts *o, int combined) {
+  if ((o->run & B_QUANT) && ufp4_bench_quant(&o->q, stdout) != 0)
+    return cli_error("bench quant", NULL);
+  if ((o->run & B_GEMM) && ufp4_bench_gemm(&o->g, stdout) != 0)
+    return cli_error("bench gemm", NULL);
+  if (o->run & B_TRAIN) {
+    if (combined) printf("\n");
+    if (ufp4_bench_train(&o->t, "/proc/self/exe", stdout) != 0)
+      return cli_error("bench train", NULL);
+    if (o->t.json_path) printf("wrote %s\n", o->t.json_path);
+  }
+  return 0;
+}
+
+int ufp4_cmd_bench(int argc, char **argv) {
+  if (cli_wants_help(argc, argv)) {
+    usage(stdout);
+    return 0;
+  }
+  bench_opts o;
+  defaults(&o);
+  int first = 2;
+  if (argc < 2 || argv[1][0] == '-')
+    o.run = B_QUANT | B_TRAIN, first = 1;
+  else if (!strcmp(argv[1], "quant"))
+    o.run = B_QUANT;
+  else if (!strcmp(argv[1], "gemm"))
+    o.run = B_GEMM;
+  else if (!strcmp(argv[1], "train"))
+    o.run = B_TRAIN;
+  else if (!strcmp(argv[1], "train-child"))
+    return ufp4_bench_train_child(argc - 1, argv + 1);
+  else {
+    fprintf(stderr, "ufp4 bench: '%s' is not a bench (ufp4 bench --help)\n", argv[1]);
+    return 2;
+  }
+  int rc = parse_args(argc, argv, first, &o);
+  if (rc) return rc;
+  const int combined = o.run == (B_QUANT | B_TRAIN);
   char *jq = NULL, *jt = NULL;
-  if (json && combined) {
-    jq = json_for(json, "quant");
-    jt = json_for(json, "train");
+  if (o.json && combined) {
+    jq = json_for(o.json, "quant");
+    jt = json_for(o.json, "train");
     if (!jq || !jt) {
       free(jq);
       free(jt);
@@ -210,28 +282,11 @@ int ufp4_cmd_bench(int argc, char **argv) {
       return 1;
     }
   }
-  q.json_path = combined ? jq : json;
-  g.json_path = json;
-  t.json_path = combined ? jt : json;
-  int status = 0;
-  if ((run & B_QUANT) && ufp4_bench_quant(&q, stdout) != 0) {
-    fprintf(stderr, "ufp4 bench quant: %s\n", ufp4_last_error());
-    status = 1;
-  }
-  if (!status && (run & B_GEMM) && ufp4_bench_gemm(&g, stdout) != 0) {
-    fprintf(stderr, "ufp4 bench gemm: %s\n", ufp4_last_error());
-    status = 1;
-  }
-  if (!status && (run & B_TRAIN)) {
-    if (combined) printf("\n");
-    if (ufp4_bench_train(&t, "/proc/self/exe", stdout) != 0) {
-      fprintf(stderr, "ufp4 bench train: %s\n", ufp4_last_error());
-      status = 1;
-    } else if (t.json_path) {
-      printf("wrote %s\n", t.json_path);
-    }
-  }
+  o.q.json_path = combined ? jq : o.json;
+  o.g.json_path = o.json;
+  o.t.json_path = combined ? jt : o.json;
+  rc = run_benches(&o, combined);
   free(jq);
   free(jt);
-  return status;
+  return rc;
 }

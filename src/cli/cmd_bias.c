@@ -10,6 +10,7 @@
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/qflags.h"
+#include "ufp4/bias_table.h"
 #include "ufp4/ufp4.h"
 
 static void usage(FILE *out) {
@@ -142,15 +143,6 @@ static int parse_args(int argc, char **argv, bias_opts *o) {
   return cli_qflags_check(c, &o->q) ? 2 : 0;
 }
 
-/* One measurement: a grid, raw (rht 0) or rotated. */
-typedef struct {
-  ufp4_grid_id grid;
-  int rht;
-  ufp4_qmeasures m;
-  double dsqnr; /* only for rotated rows: 10 log10(NMSE_raw / NMSE_rht) */
-  ufp4_chain_layer *chain;
-} bias_row;
-
 static const char *input_desc(const bias_opts *o, char *buf, size_t n) {
   if (o->in) {
     snprintf(buf, n, "file %s, %zu x %zu", o->in, o->rows, o->cols);
@@ -175,7 +167,7 @@ static const char *rht_label(int rht, char *buf, size_t n) {
   return buf;
 }
 
-static void print_table(const bias_opts *o, const bias_row *rows, int n_rows) {
+static void print_table(const bias_opts *o, const ufp4_bias_row *rows, int n_rows) {
   char in[512];
   printf("ufp4 bias: input %s\n", input_desc(o, in, sizeof in));
   printf("format: 1x%d blocks, %s scale, %s rounding", o->q.fmt.block, ufp4_scale_name(o->q.fmt.scale),
@@ -188,7 +180,7 @@ static void print_table(const bias_opts *o, const bias_row *rows, int n_rows) {
   printf("%-10s %-6s %9s %10s %8s %8s %11s %6s %9s %8s\n", "grid", "rht", "alpha", "NMSE", "SQNR dB",
          "dSQNR", "shrink bias", "B_eff", "underflow", "clipped");
   for (int i = 0; i < n_rows; i++) {
-    const bias_row *r = &rows[i];
+    const ufp4_bias_row *r = &rows[i];
     char lab[16], ds[16];
     if (r->rht)
       snprintf(ds, sizeof ds, "%+.2f", r->dsqnr);
@@ -202,7 +194,7 @@ static void print_table(const bias_opts *o, const bias_row *rows, int n_rows) {
 }
 
 /* Layers as rows; one column group per grid holding its raw and rotated runs side by side. */
-static void print_chain(const bias_opts *o, const bias_row *rows, int n_rows) {
+static void print_chain(const bias_opts *o, const ufp4_bias_row *rows, int n_rows) {
   static const struct {
     const char *title;
     size_t off;
@@ -237,7 +229,7 @@ static void print_chain(const bias_opts *o, const bias_row *rows, int n_rows) {
   }
 }
 
-static int print_json(const bias_opts *o, const bias_row *rows, int n_rows) {
+static int print_json(const bias_opts *o, const ufp4_bias_row *rows, int n_rows) {
   cJSON *root = cJSON_CreateObject();
   cJSON *in = cJSON_AddObjectToObject(root, "input");
   if (o->in) {
@@ -261,7 +253,7 @@ static int print_json(const bias_opts *o, const bias_row *rows, int n_rows) {
   cJSON_AddStringToObject(fm, "rht_signs", o->q.nvidia_signs ? "nvidia" : "random");
   cJSON *res = cJSON_AddArrayToObject(root, "results");
   for (int i = 0; i < n_rows; i++) {
-    const bias_row *r = &rows[i];
+    const ufp4_bias_row *r = &rows[i];
     cJSON *j = cJSON_CreateObject();
     cJSON_AddItemToArray(res, j);
     cJSON_AddStringToObject(j, "grid", ufp4_grid_get(r->grid)->name);
@@ -318,10 +310,7 @@ static void free_input(bias_opts *o, float *x) {
 static int load_input(bias_opts *o, float **x) {
   if (o->in) {
     ufp4_npy *a = &o->file;
-    if (ufp4_npy_read(o->in, a) != 0) {
-      fprintf(stderr, "ufp4 bias: %s\n", ufp4_last_error());
-      return 1;
-    }
+    if (ufp4_npy_read(o->in, a) != 0) return cli_error("bias", NULL);
     if (a->ndim != 2 || a->count == 0) {
       fprintf(stderr, "ufp4 bias: %s: need a non-empty 2-D array (rows x reduction dim), got %d-D\n", o->in,
               a->ndim);
@@ -350,10 +339,9 @@ static int load_input(bias_opts *o, float **x) {
     return 1;
   }
   if (ufp4_synth_fill(&s, *x, o->rows * o->cols) != 0) {
-    fprintf(stderr, "ufp4 bias: %s\n", ufp4_last_error());
     free(*x);
     *x = NULL;
-    return 1;
+    return cli_error("bias", NULL);
   }
   return 0;
 }
@@ -371,61 +359,28 @@ int ufp4_cmd_bias(int argc, char **argv) {
   float *x = NULL;
   if ((rc = load_input(&o, &x))) return rc;
   if (o.q.fmt.rht && o.cols % (size_t)o.q.fmt.rht) {
-    fprintf(stderr, "ufp4 bias: cols %zu is not a multiple of the RHT size %d (use --rht 0 or another size)\n",
-            o.cols, o.q.fmt.rht);
+    fprintf(
+        stderr,
+        "ufp4 bias: cols %zu is not a multiple of the RHT size %d (use --rht 0 or another size)\n",
+        o.cols, o.q.fmt.rht);
     free_input(&o, x);
     return o.in ? 1 : 2;
   }
 
   float signs[UFP4_RHT_MAX];
   cli_qflags_signs(&o.q, signs);
-
-  int per_grid = o.q.fmt.rht ? 2 : 1;
-  int n_rows = o.n_grids * per_grid;
-  bias_row *rows = calloc((size_t)n_rows, sizeof *rows);
-  if (!rows) {
-    free_input(&o, x);
-    fprintf(stderr, "ufp4 bias: out of memory\n");
-    return 1;
+  ufp4_bias_spec spec = {
+      .fmt = o.q.fmt, .grids = o.grids, .n_grids = o.n_grids, .layers = o.layers};
+  spec.fmt.rht_signs = signs;
+  ufp4_bias_table t;
+  rc = ufp4_bias_measure(&spec, x, o.rows, o.cols, &t) ? cli_error("bias", NULL) : 0;
+  if (!rc && o.json) {
+    rc = print_json(&o, t.rows, t.n_rows);
+  } else if (!rc) {
+    print_table(&o, t.rows, t.n_rows);
+    if (o.layers > 0) print_chain(&o, t.rows, t.n_rows);
   }
-  rc = 0;
-  for (int gi = 0; gi < o.n_grids && !rc; gi++) {
-    for (int v = 0; v < per_grid && !rc; v++) {
-      bias_row *r = &rows[gi * per_grid + v];
-      ufp4_qformat f = o.q.fmt;
-      f.grid = o.grids[gi];
-      f.rht = v ? o.q.fmt.rht : 0;
-      f.rht_signs = v ? signs : NULL;
-      r->grid = f.grid;
-      r->rht = f.rht;
-      if (ufp4_qformat_check(&f, o.rows, o.cols) != 0 || ufp4_measure_tensor(&f, x, o.rows, o.cols, &r->m) != 0) {
-        fprintf(stderr, "ufp4 bias: %s\n", ufp4_last_error());
-        rc = 1;
-        break;
-      }
-      if (v) r->dsqnr = ufp4_delta_sqnr_db(rows[gi * per_grid].m.nmse, r->m.nmse);
-      if (o.layers > 0) {
-        r->chain = calloc((size_t)o.layers, sizeof *r->chain);
-        if (!r->chain) {
-          fprintf(stderr, "ufp4 bias: out of memory\n");
-          rc = 1;
-        } else if (ufp4_chain_simulate(&f, x, o.rows, o.cols, o.layers, o.q.fmt.seed, r->chain) != 0) {
-          fprintf(stderr, "ufp4 bias: chain simulation: %s\n", ufp4_last_error());
-          rc = 1;
-        }
-      }
-    }
-  }
-  if (!rc) {
-    if (o.json) {
-      rc = print_json(&o, rows, n_rows);
-    } else {
-      print_table(&o, rows, n_rows);
-      if (o.layers > 0) print_chain(&o, rows, n_rows);
-    }
-  }
-  for (int i = 0; i < n_rows; i++) free(rows[i].chain);
-  free(rows);
+  ufp4_bias_table_free(&t);
   free_input(&o, x);
   return rc;
 }

@@ -8,11 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "cli/corpus_flags.h"
+#include "core/timer.h"
 #include "ufp4/corpus.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
@@ -94,12 +94,9 @@ int ufp4_cmd_prepare(int argc, char **argv) {
   ufp4_tokenizer *tok = NULL;
   unsigned char *is_val = NULL;
   int status = 1;
-  if (cli_corpus_load(&co, &c)) {
-    fprintf(stderr, "ufp4 prepare: %s\n", ufp4_last_error());
-    return 1;
-  }
+  if (cli_corpus_load(&co, &c)) return cli_error("prepare", NULL);
   if (ufp4_tokenizer_open(tok_spec, &tok) || ufp4_mkdirs(out_dir)) {
-    fprintf(stderr, "ufp4 prepare: %s\n", ufp4_last_error());
+    cli_error("prepare", NULL);
     goto done;
   }
   is_val = calloc(c.n_docs, 1);
@@ -109,19 +106,17 @@ int ufp4_cmd_prepare(int argc, char **argv) {
   for (size_t j = 0; j < n_val; j++) is_val[(size_t)floor(((double)j + 0.5) * (double)n / (double)n_val)] = 1;
   split_stats st[2] = {{0}};
   const char *names[2] = {"train.tok", "val.tok"};
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  double t0 = ufp4_now_s();
   for (int s = 0; s < 2; s++) {
     if ((s == 1 ? n_val : n - n_val) == 0) continue;
     char path[4200];
     snprintf(path, sizeof path, "%.4000s/%s", out_dir, names[s]);
     if (write_split(path, tok, &c, is_val, (unsigned char)s, &st[s])) {
-      fprintf(stderr, "ufp4 prepare: %s\n", ufp4_last_error());
+      cli_error("prepare", NULL);
       goto done;
     }
   }
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  double dt = ufp4_now_s() - t0;
   printf("prepared %s with tokenizer %s (vocabulary %u) -> %s\n", co.path, ufp4_tokenizer_name(tok),
          ufp4_tokenizer_vocab_size(tok), out_dir);
   printf("  %-6s %10s %12s %12s %10s\n", "split", "documents", "bytes", "tokens", "bytes/tok");

@@ -162,6 +162,50 @@ static int parse_args(int argc, char **argv, quant_opts *o) {
   return 0;
 }
 
+/* Quantizes a into q and y (dequantized; --unrotate takes it back to a's basis) and measures
+ * *nmse in the basis the quantizer saw: a itself, or a rotated when --rht. Returns 0 or 1 after
+ * printing the error. */
+static int quantize(const quant_opts *o, const ufp4_npy *a, const float *signs, ufp4_qtensor *q,
+                    float *y, double *nmse) {
+  size_t rows = a->shape[0], cols = a->shape[1], n = a->count;
+  if (ufp4_qformat_check(&o->q.fmt, rows, cols) != 0 ||
+      ufp4_quantize(&o->q.fmt, a->data, rows, cols, q) != 0)
+    return cli_error("quantize", o->in);
+  ufp4_dequantize(q, y);
+  float *ref = NULL; /* what the quantizer saw: the input, rotated when --rht */
+  if (o->q.fmt.rht) {
+    ref = malloc(n * sizeof *ref);
+    if (!ref) {
+      fprintf(stderr, "ufp4 quantize: out of memory for %zu floats\n", n);
+      return 1;
+    }
+    memcpy(ref, a->data, n * sizeof *ref);
+    if (ufp4_rht_rows(ref, rows, cols, o->q.fmt.rht, signs) != 0) {
+      free(ref);
+      return cli_error("quantize", NULL);
+    }
+  }
+  *nmse = ufp4_nmse(ref ? ref : a->data, y, n);
+  free(ref);
+  if (o->unrotate && ufp4_rht_rows_inverse(y, rows, cols, o->q.fmt.rht, signs) != 0)
+    return cli_error("quantize", NULL);
+  return 0;
+}
+
+static void print_summary(const quant_opts *o, const ufp4_npy *a, double nmse) {
+  char blk[32];
+  if (o->q.fmt.tile2d)
+    snprintf(blk, sizeof blk, "16x16 tiles");
+  else
+    snprintf(blk, sizeof blk, "1x%d blocks", o->q.fmt.block);
+  printf(
+      "%s -> %s: %zu x %zu = %zu elements; %s, %s, %s scale, %s rounding%s%s; NMSE %.4e, SQNR %.2f dB\n",
+      o->in, o->out, a->shape[0], a->shape[1], a->count, ufp4_grid_get(o->q.fmt.grid)->name, blk,
+      ufp4_scale_name(o->q.fmt.scale), ufp4_round_name(o->q.fmt.round),
+      o->q.fmt.rht ? (o->unrotate ? ", rht (unrotated)" : ", rht (output rotated)") : "",
+      o->packed ? ", packed" : "", nmse, ufp4_sqnr_db(nmse));
+}
+
 int ufp4_cmd_quantize(int argc, char **argv) {
   if (cli_wants_help(argc, argv)) {
     usage(stdout);
@@ -172,74 +216,35 @@ int ufp4_cmd_quantize(int argc, char **argv) {
   if (rc) return rc;
 
   ufp4_npy a;
-  if (ufp4_npy_read(o.in, &a) != 0) {
-    fprintf(stderr, "ufp4 quantize: %s\n", ufp4_last_error());
-    return 1;
-  }
+  if (ufp4_npy_read(o.in, &a) != 0) return cli_error("quantize", NULL);
   if (a.ndim != 2 || a.count == 0) {
-    fprintf(stderr, "ufp4 quantize: %s: need a non-empty 2-D array (rows x reduction dim), got %d-D with %zu elements\n",
-            o.in, a.ndim, a.count);
+    fprintf(
+        stderr,
+        "ufp4 quantize: %s: need a non-empty 2-D array (rows x reduction dim), got %d-D with %zu elements\n",
+        o.in, a.ndim, a.count);
     ufp4_npy_free(&a);
     return 1;
   }
-  size_t rows = a.shape[0], cols = a.shape[1], n = a.count;
   float signs[UFP4_RHT_MAX];
   int signs_kind = cli_qflags_signs(&o.q, signs);
   if (signs_kind) o.q.fmt.rht_signs = signs;
 
   ufp4_qtensor q;
   memset(&q, 0, sizeof q);
-  float *y = malloc(n * sizeof *y);
-  float *ref = NULL; /* what the quantizer saw: the input, rotated when --rht */
-  rc = 1;
+  float *y = malloc(a.count * sizeof *y);
+  double nmse = 0;
+  size_t shape[2] = {a.shape[0], a.shape[1]};
   if (!y) {
-    fprintf(stderr, "ufp4 quantize: out of memory for %zu floats\n", n);
-    goto done;
+    fprintf(stderr, "ufp4 quantize: out of memory for %zu floats\n", a.count);
+    rc = 1;
+  } else if (!(rc = quantize(&o, &a, signs, &q, y, &nmse))) {
+    if (ufp4_npy_write(o.out, y, shape, 2) != 0 ||
+        (o.packed && write_packed(o.packed, &q, signs_kind) != 0))
+      rc = cli_error("quantize", NULL);
+    else
+      print_summary(&o, &a, nmse);
   }
-  if (ufp4_qformat_check(&o.q.fmt, rows, cols) != 0 || ufp4_quantize(&o.q.fmt, a.data, rows, cols, &q) != 0) {
-    fprintf(stderr, "ufp4 quantize: %s: %s\n", o.in, ufp4_last_error());
-    goto done;
-  }
-  ufp4_dequantize(&q, y);
-  if (o.q.fmt.rht) {
-    ref = malloc(n * sizeof *ref);
-    if (!ref) {
-      fprintf(stderr, "ufp4 quantize: out of memory for %zu floats\n", n);
-      goto done;
-    }
-    memcpy(ref, a.data, n * sizeof *ref);
-    if (ufp4_rht_rows(ref, rows, cols, o.q.fmt.rht, signs) != 0) {
-      fprintf(stderr, "ufp4 quantize: %s\n", ufp4_last_error());
-      goto done;
-    }
-  }
-  double nmse = ufp4_nmse(ref ? ref : a.data, y, n);
-  if (o.unrotate && ufp4_rht_rows_inverse(y, rows, cols, o.q.fmt.rht, signs) != 0) {
-    fprintf(stderr, "ufp4 quantize: %s\n", ufp4_last_error());
-    goto done;
-  }
-  size_t shape[2] = {rows, cols};
-  if (ufp4_npy_write(o.out, y, shape, 2) != 0) {
-    fprintf(stderr, "ufp4 quantize: %s\n", ufp4_last_error());
-    goto done;
-  }
-  if (o.packed && write_packed(o.packed, &q, signs_kind) != 0) {
-    fprintf(stderr, "ufp4 quantize: %s\n", ufp4_last_error());
-    goto done;
-  }
-  char blk[32];
-  if (o.q.fmt.tile2d)
-    snprintf(blk, sizeof blk, "16x16 tiles");
-  else
-    snprintf(blk, sizeof blk, "1x%d blocks", o.q.fmt.block);
-  printf("%s -> %s: %zu x %zu = %zu elements; %s, %s, %s scale, %s rounding%s%s; NMSE %.4e, SQNR %.2f dB\n",
-         o.in, o.out, rows, cols, n, ufp4_grid_get(o.q.fmt.grid)->name, blk, ufp4_scale_name(o.q.fmt.scale),
-         ufp4_round_name(o.q.fmt.round), o.q.fmt.rht ? (o.unrotate ? ", rht (unrotated)" : ", rht (output rotated)") : "",
-         o.packed ? ", packed" : "", nmse, ufp4_sqnr_db(nmse));
-  rc = 0;
-done:
   ufp4_qtensor_free(&q);
-  free(ref);
   free(y);
   ufp4_npy_free(&a);
   return rc;

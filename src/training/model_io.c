@@ -1,0 +1,141 @@
+/* Checkpoint folders put to use: model_io.h. */
+#include "ufp4/model_io.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ufp4/checkpoint.h"
+#include "ufp4/error.h"
+#include "ufp4/recipe.h"
+#include "ufp4/tokenizer.h"
+#include "ufp4/train.h"
+
+int ufp4_model_load(const char *dir, const char *recipe_spec, int batch, ufp4_model **out) {
+  *out = NULL;
+  ufp4_model_config c;
+  ufp4_recipe r;
+  ufp4_model *m;
+  int rc = ufp4_recipe_parse(recipe_spec, &r);
+  if (!rc) rc = ufp4_checkpoint_config(dir, &c);
+  if (!rc) rc = ufp4_model_create(&m, &c, batch);
+  if (rc) return rc;
+  if ((rc = ufp4_checkpoint_load_params(dir, m))) {
+    ufp4_model_free(m);
+    return rc;
+  }
+  ufp4_model_set_recipe(m, &r, 0);
+  *out = m;
+  return 0;
+}
+
+int ufp4_val_source_open(const char *data, int B, int T, ufp4_shard_source *src, char *path,
+                         size_t size) {
+  memset(src, 0, sizeof *src);
+  size_t len = strlen(data);
+  if (len > 4 && !strcmp(data + len - 4, ".tok"))
+    snprintf(path, size, "%s", data);
+  else
+    snprintf(path, size, "%s/val.tok", data);
+  ufp4_loader_config lc = {
+      .batch = (size_t)B, .seq_len = (size_t)T, .seed = 0, .world = 1, .shuffle = 0};
+  int rc = ufp4_loader_open(path, &lc, &src->loader);
+  if (rc) return rc;
+  src->n = (size_t)B * (size_t)(T + 1);
+  src->buf = malloc(src->n * sizeof(uint32_t));
+  return src->buf ? 0 : ufp4_fail(UFP4_ENOMEM, "%s: out of memory for a batch", path);
+}
+
+void ufp4_val_source_close(ufp4_shard_source *src) {
+  free(src->buf);
+  ufp4_loader_free(src->loader);
+  memset(src, 0, sizeof *src);
+}
+
+int ufp4_eval_checkpoint(const char *dir, const char *data, const char *recipe_spec, long batches,
+                         int batch, ufp4_eval_result *res) {
+  memset(res, 0, sizeof *res);
+  ufp4_model *m;
+  int rc = ufp4_model_load(dir, recipe_spec, batch, &m);
+  if (rc) return rc;
+  const ufp4_model_config *c = ufp4_model_get_config(m);
+  res->seq_len = c->seq_len;
+  ufp4_shard_source src;
+  rc = ufp4_val_source_open(data, batch, c->seq_len, &src, res->path, sizeof res->path);
+  if (!rc && ufp4_loader_shard(src.loader)->info.vocab_size > (uint32_t)c->vocab)
+    rc = ufp4_fail(UFP4_EINVAL, "%s: vocabulary %u is larger than the model's %d", res->path,
+                   ufp4_loader_shard(src.loader)->info.vocab_size, c->vocab);
+  if (!rc) {
+    uint64_t avail = ufp4_loader_batches_per_epoch(src.loader);
+    res->batches = (uint64_t)batches > avail ? (long)avail : batches;
+    rc = ufp4_evaluate(m, ufp4_shard_source_batch, &src, (int)res->batches, batch, c->seq_len,
+                       &res->loss);
+  }
+  ufp4_val_source_close(&src);
+  ufp4_model_free(m);
+  return rc;
+}
+
+/* The prompt's ids, then up to n_new generated ones, into seq (malloc'ed, *n_out ids). */
+static int generate(ufp4_model *m, ufp4_tokenizer *tok, const char *prompt, int n_new,
+                    const ufp4_sample_opts *o, int32_t **seq, int *n_out) {
+  ufp4_tokvec ids = {0};
+  int rc = ufp4_tokenizer_encode(tok, prompt, strlen(prompt), "--prompt", &ids);
+  if (!rc && !(*seq = malloc(sizeof(int32_t) * (ids.n + (size_t)n_new + 1))))
+    rc = ufp4_fail(UFP4_ENOMEM, "out of memory");
+  if (!rc) {
+    for (size_t i = 0; i < ids.n; i++) (*seq)[i] = (int32_t)ids.ids[i];
+    ufp4_sample_opts so = *o;
+    so.stop_token = ufp4_tokenizer_eot(tok);
+    rc = ufp4_generate(m, *seq, (int)ids.n, n_new, &so, *seq, n_out);
+  }
+  ufp4_tokvec_free(&ids);
+  return rc;
+}
+
+int ufp4_sample_checkpoint(const char *dir, const char *tokenizer, const char *recipe_spec,
+                           const char *prompt, int n_new, const ufp4_sample_opts *o, char **text,
+                           size_t *len) {
+  *text = NULL;
+  *len = 0;
+  ufp4_tokenizer *tok = NULL;
+  ufp4_model *m = NULL;
+  int32_t *seq = NULL;
+  int n_out = 0, rc = ufp4_tokenizer_open(tokenizer, &tok);
+  if (!rc) rc = ufp4_model_load(dir, recipe_spec, 1, &m);
+  if (!rc && ufp4_tokenizer_vocab_size(tok) > (uint32_t)ufp4_model_get_config(m)->vocab)
+    rc = ufp4_fail(UFP4_EINVAL, "tokenizer %s has %u tokens but the model only %d", tokenizer,
+                   ufp4_tokenizer_vocab_size(tok), ufp4_model_get_config(m)->vocab);
+  if (!rc) rc = generate(m, tok, prompt, n_new, o, &seq, &n_out);
+  if (!rc) rc = ufp4_tokenizer_decode(tok, (const uint32_t *)seq, (size_t)n_out, text, len);
+  free(seq);
+  ufp4_model_free(m);
+  ufp4_tokenizer_free(tok);
+  return rc;
+}
+
+int ufp4_drift_checkpoint(const char *dir, const char *data, const char *const *recipes, int n,
+                          long batches, int batch, ufp4_drift_result *res) {
+  memset(res, 0, sizeof *res);
+  ufp4_model *m;
+  int rc = ufp4_model_load(dir, "fp32", batch, &m);
+  if (rc) return rc;
+  res->seq_len = ufp4_model_get_config(m)->seq_len;
+  ufp4_shard_source src;
+  char path[4200];
+  rc = ufp4_val_source_open(data, batch, res->seq_len, &src, path, sizeof path);
+  if (!rc) {
+    uint64_t avail = ufp4_loader_batches_per_epoch(src.loader);
+    res->batches = (uint64_t)batches > avail ? (long)avail : batches;
+    ufp4_drift_spec s = {.recipes = recipes,
+                         .n_recipes = n,
+                         .batches = res->batches,
+                         .batch = batch,
+                         .batch_fn = ufp4_shard_source_batch,
+                         .ctx = &src};
+    rc = ufp4_drift_measure(m, &s, &res->table);
+  }
+  ufp4_val_source_close(&src);
+  ufp4_model_free(m);
+  return rc;
+}

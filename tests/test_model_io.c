@@ -1,0 +1,249 @@
+/* The library behind `ufp4 eval`, `sample` and `drift`, called directly: ufp4_drift_measure
+ * (drift.h) against a hand loop over ufp4_forward_drift, and model_io.h's checkpoint functions on a
+ * checkpoint and a validation shard written here, against the lower-level calls they wrap. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "train_test_util.h"
+#include "ufp4/checkpoint.h"
+#include "ufp4/diagnostics.h"
+#include "ufp4/drift.h"
+#include "ufp4/error.h"
+#include "ufp4/model_io.h"
+#include "ufp4/recipe.h"
+#include "ufp4/shard.h"
+#include "ufp4/tokenizer.h"
+
+enum { B = 2, T = 16, L = 2, VOCAB = 256, N_WINDOWS = 12 };
+
+static char work[] = "/tmp/ufp4_model_io_XXXXXX";
+static char ckpt[256], shard[256];
+
+static ufp4_model_config tiny_config(void) {
+  ufp4_model_config c = ufp4_model_config_default();
+  c.n_layers = L;
+  c.d_model = 16;
+  c.n_heads = 2;
+  c.ffn_dim = 32;
+  c.seq_len = T;
+  c.vocab = VOCAB;
+  ufp4_model_config_resolve(&c);
+  return c;
+}
+
+static ufp4_model *tiny_model(int batch) {
+  ufp4_model_config c = tiny_config();
+  ufp4_model *m;
+  assert_int_equal(ufp4_model_create(&m, &c, batch), 0);
+  ufp4_model_init(m, 7);
+  return m;
+}
+
+/* A checkpoint of an initialized model and a bytes-tokenizer val.tok of N_WINDOWS windows. */
+static int setup(void **state) {
+  (void)state;
+  if (!mkdtemp(work)) return -1;
+  snprintf(ckpt, sizeof ckpt, "%s/ckpt", work);
+  snprintf(shard, sizeof shard, "%s/val.tok", work);
+  ufp4_model *m = tiny_model(1);
+  int rc = ufp4_checkpoint_save(ckpt, m, NULL, NULL, NULL);
+  ufp4_model_free(m);
+  ufp4_shard_info info = {.tokenizer_id = UFP4_TOK_BYTES, .vocab_size = VOCAB};
+  ufp4_shard_writer *w;
+  if (rc || ufp4_shard_writer_open(shard, &info, &w)) return -1;
+  uint32_t ids[N_WINDOWS * (T + 1)];
+  for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) ids[i] = (uint32_t)((i * 37 + 11) % VOCAB);
+  if (ufp4_shard_writer_append(w, ids, sizeof ids / sizeof *ids)) return -1;
+  return ufp4_shard_writer_commit(w, 1);
+}
+
+static int teardown(void **state) {
+  (void)state;
+  ufp4_remove_tree(work);
+  return 0;
+}
+
+static const train_synth synth = {
+    .batch = B, .seq = T, .vocab = VOCAB, .seed = 3, .mul = 5, .add = 1};
+
+/* The means by hand: one forward drift per recipe and batch, summed as value / batches. */
+static void drift_by_hand(ufp4_model *m, const char *recipe, long batches, double *ratio,
+                          double *cosine) {
+  ufp4_recipe r;
+  assert_int_equal(ufp4_recipe_parse(recipe, &r), 0);
+  ufp4_model_set_recipe(m, &r, 1);
+  int32_t tokens[B * (T + 1)], inp[B * T];
+  ufp4_drift_point pts[L + 1];
+  for (long b = 0; b < batches; b++) {
+    train_synth_batch((void *)&synth, (uint64_t)b, tokens);
+    for (int s = 0; s < B; s++) memcpy(inp + s * T, tokens + s * (T + 1), sizeof(int32_t) * T);
+    assert_int_equal(ufp4_forward_drift(m, inp, B, T, pts), 0);
+    for (int l = 0; l <= L; l++) {
+      ratio[l] += pts[l].norm_ratio / batches;
+      cosine[l] += pts[l].cosine / batches;
+    }
+  }
+}
+
+static void test_drift_measure_matches_the_loop(void **state) {
+  (void)state;
+  ufp4_model *m = tiny_model(B);
+  const char *recipes[] = {"fp32", "e2m1", "nvfp4"};
+  ufp4_drift_spec s = {.recipes = recipes,
+                       .n_recipes = 3,
+                       .batches = 3,
+                       .batch = B,
+                       .batch_fn = train_synth_batch,
+                       .ctx = (void *)&synth};
+  ufp4_drift_table t;
+  assert_int_equal(ufp4_drift_measure(m, &s, &t), 0);
+  assert_int_equal(t.n_recipes, 3);
+  assert_int_equal(t.n_layers, L);
+  for (int k = 0; k < 3; k++) {
+    double ratio[L + 1] = {0}, cosine[L + 1] = {0};
+    drift_by_hand(m, recipes[k], 3, ratio, cosine);
+    assert_memory_equal(ratio, t.ratio + k * (L + 1), sizeof ratio);
+    assert_memory_equal(cosine, t.cosine + k * (L + 1), sizeof cosine);
+  }
+  /* fp32 against itself, and the embeddings under any recipe, do not drift. */
+  for (int l = 0; l <= L; l++) assert_true(t.ratio[l] == 1.0 && t.cosine[l] > 0.9999999);
+  assert_true(t.ratio[L + 1] == 1.0);
+  /* Rounding does move the last block. */
+  assert_true(t.cosine[2 * (L + 1) - 1] < 1.0);
+  ufp4_drift_table_free(&t);
+  ufp4_model_free(m);
+}
+
+static void test_drift_measure_bad_recipe(void **state) {
+  (void)state;
+  ufp4_model *m = tiny_model(B);
+  const char *recipes[] = {"e2m1", "nonsense"};
+  ufp4_drift_spec s = {.recipes = recipes,
+                       .n_recipes = 2,
+                       .batches = 1,
+                       .batch = B,
+                       .batch_fn = train_synth_batch,
+                       .ctx = (void *)&synth};
+  ufp4_drift_table t;
+  assert_int_not_equal(ufp4_drift_measure(m, &s, &t), 0);
+  assert_non_null(strstr(ufp4_last_error(), "nonsense"));
+  ufp4_drift_table_free(&t);
+  ufp4_drift_table_free(&t); /* freeing twice is harmless: the table is zeroed */
+  ufp4_model_free(m);
+}
+
+static void test_model_load_and_val_source(void **state) {
+  (void)state;
+  ufp4_model *m;
+  assert_int_equal(ufp4_model_load(ckpt, "e2m1", B, &m), 0);
+  assert_int_equal(ufp4_model_get_config(m)->n_layers, L);
+  ufp4_model_free(m);
+  assert_int_not_equal(ufp4_model_load(ckpt, "nonsense", B, &m), 0);
+  assert_null(m);
+  assert_int_not_equal(ufp4_model_load("/nonexistent/ckpt", "fp32", B, &m), 0);
+  assert_null(m);
+  /* A folder means its val.tok; a .tok path is taken as it is. */
+  ufp4_shard_source src;
+  char path[4200];
+  assert_int_equal(ufp4_val_source_open(work, B, T, &src, path, sizeof path), 0);
+  assert_string_equal(path, shard);
+  assert_int_equal(src.n, B * (T + 1));
+  assert_int_equal(ufp4_loader_batches_per_epoch(src.loader), N_WINDOWS / B);
+  ufp4_val_source_close(&src);
+  assert_int_equal(ufp4_val_source_open(shard, B, T, &src, path, sizeof path), 0);
+  assert_string_equal(path, shard);
+  ufp4_val_source_close(&src);
+  assert_int_not_equal(ufp4_val_source_open(ckpt, B, T, &src, path, sizeof path), 0);
+  assert_non_null(strstr(ufp4_last_error(), "ckpt/val.tok"));
+  ufp4_val_source_close(&src);
+}
+
+static void test_eval_checkpoint(void **state) {
+  (void)state;
+  ufp4_eval_result res;
+  assert_int_equal(ufp4_eval_checkpoint(ckpt, work, "nvfp4", 100, B, &res), 0);
+  assert_int_equal(res.batches, N_WINDOWS / B); /* capped at one pass */
+  assert_int_equal(res.seq_len, T);
+  assert_string_equal(res.path, shard);
+  /* The same figure from the calls it wraps. */
+  ufp4_model *m;
+  ufp4_shard_source src;
+  char path[4200];
+  double loss;
+  assert_int_equal(ufp4_model_load(ckpt, "nvfp4", B, &m), 0);
+  assert_int_equal(ufp4_val_source_open(shard, B, T, &src, path, sizeof path), 0);
+  assert_int_equal(ufp4_evaluate(m, ufp4_shard_source_batch, &src, N_WINDOWS / B, B, T, &loss), 0);
+  assert_memory_equal(&loss, &res.loss, sizeof loss);
+  ufp4_val_source_close(&src);
+  ufp4_model_free(m);
+  assert_int_equal(ufp4_eval_checkpoint(ckpt, shard, "fp32", 2, B, &res), 0);
+  assert_int_equal(res.batches, 2);
+}
+
+static void test_sample_checkpoint(void **state) {
+  (void)state;
+  ufp4_sample_opts o = {.temperature = 0.8, .top_k = 40, .seed = 5};
+  char *text, *again;
+  size_t len, len2;
+  assert_int_equal(ufp4_sample_checkpoint(ckpt, "bytes", "fp32", "Fellow", 12, &o, &text, &len), 0);
+  assert_true(len >= 6 && len <= 6 + 12);
+  assert_memory_equal(text, "Fellow", 6);
+  assert_int_equal(ufp4_sample_checkpoint(ckpt, "bytes", "fp32", "Fellow", 12, &o, &again, &len2),
+                   0);
+  assert_int_equal(len, len2);
+  assert_memory_equal(text, again, len); /* the same seed gives the same text */
+  free(text);
+  free(again);
+  assert_int_not_equal(ufp4_sample_checkpoint(ckpt, "bytes", "bogus", "x", 1, &o, &text, &len), 0);
+  assert_null(text);
+}
+
+static void test_drift_checkpoint(void **state) {
+  (void)state;
+  const char *recipes[] = {"e2m1", "ufp4"};
+  ufp4_drift_result res;
+  assert_int_equal(ufp4_drift_checkpoint(ckpt, work, recipes, 2, 100, B, &res), 0);
+  assert_int_equal(res.batches, N_WINDOWS / B);
+  assert_int_equal(res.seq_len, T);
+  /* The same table from ufp4_drift_measure over the shard. */
+  ufp4_model *m;
+  ufp4_shard_source src;
+  char path[4200];
+  assert_int_equal(ufp4_model_load(ckpt, "fp32", B, &m), 0);
+  assert_int_equal(ufp4_val_source_open(shard, B, T, &src, path, sizeof path), 0);
+  ufp4_drift_spec s = {.recipes = recipes,
+                       .n_recipes = 2,
+                       .batches = N_WINDOWS / B,
+                       .batch = B,
+                       .batch_fn = ufp4_shard_source_batch,
+                       .ctx = &src};
+  ufp4_drift_table t;
+  assert_int_equal(ufp4_drift_measure(m, &s, &t), 0);
+  assert_memory_equal(t.ratio, res.table.ratio, sizeof(double) * 2 * (L + 1));
+  assert_memory_equal(t.cosine, res.table.cosine, sizeof(double) * 2 * (L + 1));
+  ufp4_drift_table_free(&t);
+  ufp4_drift_table_free(&res.table);
+  ufp4_val_source_close(&src);
+  ufp4_model_free(m);
+  assert_int_not_equal(ufp4_drift_checkpoint(ckpt, "/nonexistent", recipes, 2, 1, B, &res), 0);
+  ufp4_drift_table_free(&res.table);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_drift_measure_matches_the_loop),
+      cmocka_unit_test(test_drift_measure_bad_recipe),
+      cmocka_unit_test(test_model_load_and_val_source),
+      cmocka_unit_test(test_eval_checkpoint),
+      cmocka_unit_test(test_sample_checkpoint),
+      cmocka_unit_test(test_drift_checkpoint),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
