@@ -21,7 +21,7 @@ PUBLIC = {
     "quant": "quant",
     "linear": "gemm linear recipe",
     "model": "layers model moe",
-    "analysis": "measures synth stats diagnostics",
+    "analysis": "measures synth stats diagnostics power",
     "io": "npy safetensors",
     "data": "tokenizer corpus shard loader",
     "dist": "dist",
