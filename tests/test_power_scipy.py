@@ -41,6 +41,11 @@ def draw_df():
     return float(rng.randint(1, 40)) if rng.random() < 0.3 else log_uniform(1, 1000)
 
 
+def close(want, tol):
+    """A check that passes when the result is within tol of SciPy's."""
+    return lambda got: None if abs(got - want) <= tol else f"got {got!r} scipy {want!r}"
+
+
 def ref_crit(alpha, df):
     """t_{1-alpha/2, df}: SciPy's t.isf, polished by Newton steps on SciPy's own t.sf, because
     t.isf alone is off by up to ~1e-9 relative, which moves a power by as much."""
@@ -84,7 +89,7 @@ def cases():
         df, t = draw_df(), rng.uniform(-40, 40) if rng.random() < 0.5 else rng.gauss(0, 3)
         want = stats.t.cdf(t, df)
         out.append((f"tcdf {t!r} {df!r}", f"t.cdf({t!r}, {df!r})",
-                    lambda got, w=want: None if abs(got - w) <= max(1e-14, 1e-11 * w) else f"got {got!r} scipy {w!r}"))
+                    close(want, max(1e-14, 1e-11 * want))))
     for _ in range(4000):
         df = draw_df()
         ncp = rng.uniform(-40, 40) if rng.random() < 0.3 else rng.uniform(-8, 8)
@@ -94,13 +99,13 @@ def cases():
             continue  # Boost gave up; nothing to compare with
         tol = 1e-12 if abs(ncp) <= 20 else 3e-12
         out.append((f"nct {t!r} {df!r} {ncp!r}", f"nct.cdf({t!r}, {df!r}, {ncp!r})",
-                    lambda got, w=want, tol=tol: None if abs(got - w) <= tol else f"got {got!r} scipy {w!r}"))
+                    close(want, tol)))
     for _ in range(600):
         df, ncp = draw_df(), rng.uniform(-8, 8)
         alpha = rng.choice([0.001, 0.01, 0.05, 0.1, 0.2])
         want = ref_power(df, ncp, alpha)
-        out.append((f"power {df!r} {ncp!r} {alpha!r}", f"power(df {df!r}, ncp {ncp!r}, alpha {alpha})",
-                    lambda got, w=want: None if abs(got - w) <= 1e-11 else f"got {got!r} scipy {w!r}"))
+        out.append((f"power {df!r} {ncp!r} {alpha!r}",
+                    f"power(df {df!r}, ncp {ncp!r}, alpha {alpha})", close(want, 1e-11)))
     for _ in range(150):
         effect, sd = rng.uniform(0.15, 2) * rng.choice([-1, 1]), 1.0
         alpha, power = rng.choice([0.01, 0.05, 0.1]), rng.choice([0.5, 0.8, 0.9, 0.95])
@@ -122,8 +127,8 @@ def cases():
         alpha, power = rng.choice([0.01, 0.05, 0.1]), rng.choice([0.5, 0.8, 0.9])
         ncp = optimize.brentq(lambda c: ref_power(n - 1, c, alpha) - power, 0, 100, xtol=1e-14)
         want = ncp * sd / math.sqrt(n)
-        out.append((f"mdd {sd!r} {n} {alpha!r} {power!r}", f"mdd(sd {sd!r}, n {n}, alpha {alpha}, power {power})",
-                    lambda got, w=want: None if abs(got - w) <= 1e-8 * w else f"got {got!r} scipy {w!r}"))
+        what = f"mdd(sd {sd!r}, n {n}, alpha {alpha}, power {power})"
+        out.append((f"mdd {sd!r} {n} {alpha!r} {power!r}", what, close(want, 1e-8 * want)))
     return out
 
 
@@ -136,7 +141,8 @@ def main():
                        capture_output=True, text=True)
     got = r.stdout.split()
     if r.returncode != 0 or len(got) != len(todo):
-        print(f"power_eval failed (exit {r.returncode}, {len(got)} of {len(todo)} results): {r.stderr}")
+        print(f"power_eval failed (exit {r.returncode}, {len(got)} of {len(todo)} results): "
+              f"{r.stderr}")
         return 1
     failures = 0
     for (_, what, check), value in zip(todo, got):

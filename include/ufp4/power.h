@@ -13,7 +13,7 @@
  *   -+Inf, as are p = 0 / 1. p outside [0, 1], NaN p or df <= 0 gives NaN.
  * - ufp4_nct_cdf(t, df, ncp): P(T <= t) for the noncentral t with noncentrality ncp, by the
  *   Poisson-mixture series of Lenth (1989, AS 243),
- *     P(T <= t) = Phi(-ncp) + 1/2 sum_j [ P_j I_x(j + 1/2, df/2) + ncp/sqrt(2) Q_j I_x(j + 1, df/2) ]
+ *     P(T <= t) = Phi(-ncp) + 1/2 sum_j [P_j I_x(j + 1/2, df/2) + ncp/sqrt(2) Q_j I_x(j + 1, df/2)]
  *   with x = t^2 / (t^2 + df), P_j = e^-L L^j / j!, Q_j = e^-L L^j / Gamma(j + 3/2), L = ncp^2/2,
  *   for t >= 0 (t < 0 by P(T <= t; ncp) = 1 - P(T <= -t; -ncp)). As Benton and Krishnamoorthy
  *   (2003) advise, the sum starts at the largest Poisson weight j = floor(L) and runs both ways,

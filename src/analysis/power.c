@@ -31,7 +31,10 @@ static double t_pdf(double u, double df) {
  * (tail = 1/2 - center; the subtraction would lose the small one's digits.) */
 static double t_mass(double u, double df, int center) {
   const double w = sqrt(df) / u, a = df / 2;
-  if (center) return 0.5 * ufp4_betainc(0.5, a, w < 1 ? 1 / (1 + w * w) : 1 / w / w / (1 + 1 / w / w));
+  if (center) {
+    const double y = w < 1 ? 1 / (1 + w * w) : 1 / w / w / (1 + 1 / w / w);
+    return 0.5 * ufp4_betainc(0.5, a, y);
+  }
   if (u <= 1e150) return ufp4_t_cdf(-u, df);
   const double lw = 0.5 * log(df) - log(u);
   return 0.5 * exp(2 * a * lw - log(a) - lgamma(a) - lgamma(0.5) + lgamma(a + 0.5));
@@ -88,7 +91,7 @@ double ufp4_t_quantile(double p, double df) {
   return sign * t_upper_quantile(q, df);
 }
 
-/* ---- noncentral t CDF ------------------------------------------------------------------------- */
+/* ---- noncentral t CDF ----------------------------------------------------------------------- */
 
 /* log of x^a (1-x)^b / (a B(a, b)), the step I_x(a, b) - I_x(a + 1, b). */
 static double log_beta_step(double a, double b, double lx, double l1x) {
@@ -100,7 +103,7 @@ static double nct_series(double x, double df, double ncp) {
   const double b = df / 2, lam = ncp * ncp / 2, lx = log(x), l1x = log1p(-x);
   const double rlam = fabs(ncp) / sqrt(2.0), sgn = ncp < 0 ? -1 : 1, tol = 1e-17;
   const double k = floor(lam), llam = log(lam);
-  /* Weights and beta terms at the mode: P_k, Q_k (ncp/sqrt2 folded in), I_x(k+1/2, b), I_x(k+1, b). */
+  /* At the mode: P_k, Q_k (with ncp / sqrt(2) folded in), I_x(k + 1/2, b) and I_x(k + 1, b). */
   const double p_k = exp(-lam + k * llam - lgamma(k + 1));
   const double q_k = sgn * rlam * exp(-lam + k * llam - lgamma(k + 1.5));
   const double ip_k = ufp4_betainc(k + 0.5, b, x), iq_k = ufp4_betainc(k + 1, b, x);
@@ -151,7 +154,7 @@ double ufp4_nct_cdf(double t, double df, double ncp) {
   return t >= 0 ? nct_cdf_upper(t, df, ncp) : 1 - nct_cdf_upper(-t, df, -ncp);
 }
 
-/* ---- power and sample size -------------------------------------------------------------------- */
+/* ---- power and sample size ------------------------------------------------------------------ */
 
 static int valid_levels(double alpha, double power) {
   return alpha > 0 && alpha < 1 && power > alpha && power < 1;
@@ -214,18 +217,21 @@ double ufp4_paired_mdd(double sd, size_t n, double alpha, double power) {
   return (lo + hi) / 2 * sd / sqrt((double)n);
 }
 
-/* ---- summary of paired differences ------------------------------------------------------------ */
+/* ---- summary of paired differences ---------------------------------------------------------- */
 
 int ufp4_paired_summarize(const double *d, size_t n, double level, double alpha, double power,
                           ufp4_paired_summary *out) {
   if (!d || !out) return ufp4_fail(UFP4_EINVAL, "paired summary: NULL argument");
-  if (n < 2) return ufp4_fail(UFP4_EINVAL, "paired summary: %zu difference(s); at least 2 are needed", n);
+  if (n < 2)
+    return ufp4_fail(UFP4_EINVAL, "paired summary: %zu difference(s); at least 2 are needed", n);
   if (!(level > 0 && level < 1))
     return ufp4_fail(UFP4_EINVAL, "paired summary: confidence level %g is not in (0, 1)", level);
   if (!valid_levels(alpha, power))
-    return ufp4_fail(UFP4_EINVAL, "paired summary: need 0 < alpha (%g) < power (%g) < 1", alpha, power);
+    return ufp4_fail(UFP4_EINVAL, "paired summary: need 0 < alpha (%g) < power (%g) < 1", alpha,
+                     power);
   for (size_t i = 0; i < n; i++)
-    if (!isfinite(d[i])) return ufp4_fail(UFP4_EINVAL, "paired summary: difference %zu is %g", i, d[i]);
+    if (!isfinite(d[i]))
+      return ufp4_fail(UFP4_EINVAL, "paired summary: difference %zu is %g", i, d[i]);
   const double rn = sqrt((double)n);
   out->n = n;
   out->mean = ufp4_mean(d, n);
