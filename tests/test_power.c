@@ -144,6 +144,8 @@ static void test_nct_identities(void **state) {
   assert_true(ufp4_nct_cdf(INFINITY, 4, 3) == 1);
   assert_close(ufp4_nct_cdf(-INFINITY, 4, 3), 0, 0, "-inf");
   assert_close(ufp4_nct_cdf(1e6, 3, 2), 1, 1e-12, "far right");
+  assert_close(ufp4_nct_cdf(1e200, 3, 2), 1, 1e-15, "t^2 overflows");
+  assert_close(ufp4_nct_cdf(-1e200, 3, 2), 0, 1e-15, "t^2 overflows, left");
   /* large ncp: the series starts at its largest weight, so nothing underflows (AS 243 would) */
   assert_close(ufp4_nct_cdf(60, 50, 60), nct_by_quadrature(60, 50, 60), 1e-10, "ncp 60");
   assert_true(isnan(ufp4_nct_cdf(NAN, 4, 1)));

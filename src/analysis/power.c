@@ -144,7 +144,7 @@ static double nct_cdf_upper(double t, double df, double ncp) {
   const double phi = 0.5 * erfc(ncp / sqrt(2.0)); /* Phi(-ncp) = P(T <= 0) */
   if (t == 0) return phi;
   if (isinf(t)) return 1;
-  const double t2 = t * t, x = t2 / (t2 + df);
+  const double x = 1 / (1 + df / t / t); /* t^2 / (t^2 + df) without overflowing t^2 */
   return fmin(fmax(phi + 0.5 * nct_series(x, df, ncp), 0), 1);
 }
 
