@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Installs the Debian packages ufp4 needs when they are missing: with apt-get when run as root,
 # otherwise it prints the exact command to run. `setup.sh --test` adds the test-only references
-# (NumPy and PyTorch under /usr/bin/python3) and the reliability tools, which `make run` does not need;
+# (NumPy, SciPy and PyTorch under /usr/bin/python3) and the reliability tools, which `make run` does not need;
 # `setup.sh --portable` adds the aarch64 cross compiler, qemu-user and the arm64 (multiarch) -dev
 # packages of the libraries, for make portable (scripts/portable.sh).
 set -euo pipefail
 packages=(build-essential cmake pkg-config libcmocka-dev libcjson-dev libopenblas-openmp-dev
           gnuplot-nox bible-kjv bible-kjv-text libopenmpi-dev openmpi-bin)
 # The reliability checks (make reliability) need clang with libFuzzer, clang's OpenMP and valgrind.
-[ "${1:-}" = "--test" ] && packages+=(python3-numpy python3-torch clang libclang-rt-14-dev libomp-dev valgrind)
+[ "${1:-}" = "--test" ] && packages+=(python3-numpy python3-scipy python3-torch clang libclang-rt-14-dev libomp-dev valgrind)
 [ "${1:-}" = "--portable" ] && packages+=(gcc-aarch64-linux-gnu qemu-user libcmocka-dev:arm64
                                           libcjson-dev:arm64 libopenblas-openmp-dev:arm64)
 missing=()
