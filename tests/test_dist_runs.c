@@ -1,4 +1,4 @@
-/* compare and sweep under mpirun share their runs out over the ranks (src/cli/run_share.h): the
+/* compare and sweep under mpirun share their runs out over the ranks (src/report/run_share.h): the
  * report and the sweep tables of an np=2 launch equal those of a one-process launch; a run that
  * fails on rank 1 fails the command on every rank with that rank's message; and the commands that
  * do not share their work refuse a multi-rank launch instead of writing the same files twice. */

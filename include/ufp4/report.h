@@ -59,17 +59,11 @@ ufp4_report_options ufp4_report_options_default(void);
  * such an array under "runs". Relative dirs are taken relative to the folder of runs.json.
  * *runs is malloc'ed. */
 int ufp4_report_runs_load(const char *path, ufp4_report_run **runs, size_t *n);
-
-typedef struct {
-  int *step;
-  double *value;
-  size_t n;
-} ufp4_series;
-
-typedef struct {
-  double mean, std;
-  int n;
-} ufp4_msd;
+/* The runs as `ufp4 report` takes them: one argument naming an existing *.json file is a run list
+ * (ufp4_report_runs_load); otherwise each argument is [NAME=]RUN_DIR, NAME the recipe label
+ * (without it config.json's "recipe") and the seed config.json's. An '=' after the first '/' is
+ * part of the folder. *runs is malloc'ed. */
+int ufp4_report_runs_parse(const char *const *args, size_t n_args, ufp4_report_run **runs, size_t *n);
 
 struct ufp4_report_diag; /* parsed diagnostics.jsonl (internal) */
 
@@ -124,6 +118,10 @@ typedef struct {
 int ufp4_report_build(const ufp4_report_run *runs, size_t n, const ufp4_report_options *opt, ufp4_report **out);
 /* Writes report.json, report.md, report.html and plots/ into out_dir (created if needed). */
 int ufp4_report_write(ufp4_report *r, const char *out_dir);
+/* ufp4_report_build, then ufp4_report_write into out_dir: what `ufp4 report` and `ufp4 compare`
+ * do with finished runs. *out is NULL on failure. */
+int ufp4_report_make(const ufp4_report_run *runs, size_t n, const ufp4_report_options *opt, const char *out_dir,
+                     ufp4_report **out);
 /* The summary table: recipe, seeds, final train, final val, rel. err (mean +- std), signed gap,
  * noise floor, significance against the control. */
 void ufp4_report_print_table(const ufp4_report *r, FILE *f);

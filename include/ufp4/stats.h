@@ -20,7 +20,13 @@
  *   search. C is divided by its geometric mean C0 internally so that C^-b stays in range; the
  *   returned a is in the caller's units (a = a0 * C0^b). Needs n >= 3 finite points with C > 0 and
  *   at least two distinct C values. A best b on the boundary of [b_min, b_max] is reported with
- *   at_bound = 1 (the data do not pin the exponent down). */
+ *   at_bound = 1 (the data do not pin the exponent down).
+ * - Seed summaries (ufp4_msd_finite): mean and sample std of the non-NaN values only, bit for bit
+ *   what ufp4_mean and ufp4_std give on the NaN-free list; n counts the values used.
+ * - Series gap (ufp4_series_gap_tail): a loss series x against a baseline series b, both sorted
+ *   by step, over the last `window` steps that BOTH hold (steps only one of them logged are
+ *   passed over): the means of |x - b| / b (rel_err), x - b (signed_gap) and (x - b) / b
+ *   (rel_gap). No common step: n = 0 and the three are NaN. */
 #ifndef UFP4_STATS_H
 #define UFP4_STATS_H
 
@@ -57,6 +63,27 @@ typedef struct {
 /* b_min = b_max = 0 selects the default range. */
 int ufp4_fit_power_law(const double *C, const double *L, size_t n, double b_min, double b_max, ufp4_power_fit *out);
 double ufp4_power_law_eval(const ufp4_power_fit *f, double C);
+
+typedef struct {
+  double mean, std;
+  int n;
+} ufp4_msd;
+
+ufp4_msd ufp4_msd_finite(const double *x, size_t n);
+
+/* A logged quantity against the step it was logged at. */
+typedef struct {
+  int *step;
+  double *value;
+  size_t n;
+} ufp4_series;
+
+typedef struct {
+  int n; /* common steps averaged */
+  double rel_err, signed_gap, rel_gap;
+} ufp4_series_gap;
+
+ufp4_series_gap ufp4_series_gap_tail(const ufp4_series *x, const ufp4_series *base, int window);
 
 #ifdef __cplusplus
 }

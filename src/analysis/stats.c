@@ -209,3 +209,37 @@ int ufp4_fit_power_law(const double *C, const double *L, size_t n, double b_min,
 }
 
 double ufp4_power_law_eval(const ufp4_power_fit *f, double C) { return f->a * pow(C, -f->b) + f->c; }
+
+/* NaNs are passed over in place, so the sums run over the same values in the same order as
+ * ufp4_mean and ufp4_std on the filtered list: the same bits, with no copy. */
+ufp4_msd ufp4_msd_finite(const double *x, size_t n) {
+  double s = 0;
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!isnan(x[i])) s += x[i], k++;
+  const double m = k ? s / (double)k : NAN;
+  double ss = 0;
+  for (size_t i = 0; i < n; i++)
+    if (!isnan(x[i])) ss += (x[i] - m) * (x[i] - m);
+  return (ufp4_msd){m, k >= 2 ? sqrt(ss / (double)(k - 1)) : NAN, (int)k};
+}
+
+ufp4_series_gap ufp4_series_gap_tail(const ufp4_series *x, const ufp4_series *base, int window) {
+  size_t i = x->n, j = base->n;
+  double se = 0, sg = 0, sr = 0;
+  int k = 0;
+  while (i > 0 && j > 0 && k < window) { /* walk both sorted series backwards */
+    const int si = x->step[i - 1], sj = base->step[j - 1];
+    if (si > sj) i--;
+    else if (sj > si) j--;
+    else {
+      const double L = x->value[i - 1], Lb = base->value[j - 1];
+      se += fabs(L - Lb) / Lb;
+      sg += L - Lb;
+      sr += (L - Lb) / Lb;
+      k++;
+      i--, j--;
+    }
+  }
+  return (ufp4_series_gap){k, k ? se / k : NAN, k ? sg / k : NAN, k ? sr / k : NAN};
+}

@@ -143,30 +143,30 @@ static int run_gnuplot(const char *dir, const char *arg) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128;
 }
 
-static void gp_quote(rpt_buf *b, const char *s) {
-  rpt_puts(b, "'");
+static void gp_quote(ufp4_strbuf *b, const char *s) {
+  ufp4_strbuf_puts(b, "'");
   char one[2] = {0, 0};
   for (; *s; s++) {
-    if (*s == '\'') rpt_puts(b, "''");
-    else if (*s == '\n') rpt_puts(b, " ");
-    else one[0] = *s, rpt_puts(b, one);
+    if (*s == '\'') ufp4_strbuf_puts(b, "''");
+    else if (*s == '\n') ufp4_strbuf_puts(b, " ");
+    else one[0] = *s, ufp4_strbuf_puts(b, one);
   }
-  rpt_puts(b, "'");
+  ufp4_strbuf_puts(b, "'");
 }
 
 static int write_script(const char *plot_dir, const char *name, const char *body, int w, int h) {
-  rpt_buf b = {0};
-  rpt_printf(&b, "# %s: `gnuplot %s.gp` in this folder writes %s.svg and %s.png\n", name, name, name, name);
-  rpt_printf(&b, "set terminal svg size %d,%d noenhanced font 'sans,12' background rgb 'white'\nset output '%s.svg'\n",
+  ufp4_strbuf b = {0};
+  ufp4_strbuf_printf(&b, "# %s: `gnuplot %s.gp` in this folder writes %s.svg and %s.png\n", name, name, name, name);
+  ufp4_strbuf_printf(&b, "set terminal svg size %d,%d noenhanced font 'sans,12' background rgb 'white'\nset output '%s.svg'\n",
              w, h, name);
-  rpt_puts(&b, body);
-  rpt_printf(&b, "set terminal pngcairo size %d,%d noenhanced font 'sans,10' background rgb 'white'\nset output '%s.png'\n",
+  ufp4_strbuf_puts(&b, body);
+  ufp4_strbuf_printf(&b, "set terminal pngcairo size %d,%d noenhanced font 'sans,10' background rgb 'white'\nset output '%s.png'\n",
              w, h, name);
-  rpt_puts(&b, body);
-  rpt_puts(&b, "set output\n");
+  ufp4_strbuf_puts(&b, body);
+  ufp4_strbuf_puts(&b, "set output\n");
   char path[4300];
   snprintf(path, sizeof path, "%s/%s.gp", plot_dir, name);
-  return rpt_buf_write(&b, path);
+  return ufp4_strbuf_write(&b, path);
 }
 
 static const char *common_settings =
@@ -175,16 +175,16 @@ static const char *common_settings =
 
 /* Curve data: step, value, smoothed value. */
 static int write_curve(const char *plot_dir, const char *file, const rpt_curve *c) {
-  rpt_buf b = {0};
+  ufp4_strbuf b = {0};
   double *sm = malloc((c->n + 1) * sizeof *sm);
   if (!sm) return ufp4_fail(UFP4_ENOMEM, "report: out of memory");
   rpt_smooth(c->v, c->n, c->n / 20 > 1 ? c->n / 20 : 1, sm);
-  rpt_printf(&b, "# step value smoothed(trailing mean of %zu points)\n", c->n / 20 > 1 ? c->n / 20 : (size_t)1);
-  for (size_t i = 0; i < c->n; i++) rpt_printf(&b, "%d %.9g %.9g\n", c->step[i], c->v[i], sm[i]);
+  ufp4_strbuf_printf(&b, "# step value smoothed(trailing mean of %zu points)\n", c->n / 20 > 1 ? c->n / 20 : (size_t)1);
+  for (size_t i = 0; i < c->n; i++) ufp4_strbuf_printf(&b, "%d %.9g %.9g\n", c->step[i], c->v[i], sm[i]);
   free(sm);
   char path[4300];
   snprintf(path, sizeof path, "%s/%s", plot_dir, file);
-  return rpt_buf_write(&b, path);
+  return ufp4_strbuf_write(&b, path);
 }
 
 static void add_plot(rpt_plot *plots, size_t max, size_t *n, const char *name, const char *caption) {
@@ -224,11 +224,11 @@ static int curve_plots(ufp4_report *r, const char *plot_dir, rpt_plot *plots, si
   };
   for (size_t p = 0; p < sizeof P / sizeof P[0] && !rc; p++) {
     if (!has[P[p].src]) continue;
-    rpt_buf b = {0};
-    rpt_puts(&b, common_settings);
-    rpt_printf(&b, "set xlabel 'step'\nset ylabel ");
+    ufp4_strbuf b = {0};
+    ufp4_strbuf_puts(&b, common_settings);
+    ufp4_strbuf_printf(&b, "set xlabel 'step'\nset ylabel ");
     gp_quote(&b, P[p].ylabel);
-    rpt_puts(&b, "\nplot ");
+    ufp4_strbuf_puts(&b, "\nplot ");
     int first = 1;
     for (size_t k = 0; k < r->n_recipes; k++) {
       if (P[p].src == 2 && (int)k == r->baseline_idx) continue;
@@ -237,12 +237,12 @@ static int curve_plots(ufp4_report *r, const char *plot_dir, rpt_plot *plots, si
       snprintf(path, sizeof path, "%s/%s", plot_dir, file);
       struct stat st;
       if (stat(path, &st) != 0) continue;
-      rpt_printf(&b, "%s'%s' using 1:%d with %s lw 2 title ", first ? "" : ", \\\n     ", file, P[p].col,
+      ufp4_strbuf_printf(&b, "%s'%s' using 1:%d with %s lw 2 title ", first ? "" : ", \\\n     ", file, P[p].col,
                  P[p].points ? "linespoints" : "lines");
       gp_quote(&b, r->recipes[k].recipe);
       first = 0;
     }
-    rpt_puts(&b, "\n");
+    ufp4_strbuf_puts(&b, "\n");
     if (!first) {
       if (!b.oom) rc = write_script(plot_dir, P[p].name, b.s, 900, 520);
       add_plot(plots, max, np, P[p].name, P[p].caption);
@@ -314,52 +314,52 @@ static int diag_plot(ufp4_report *r, const char *plot_dir, const char *name, con
     free(t2);
   }
   const size_t R = r->n_recipes;
-  rpt_buf d = {0};
-  rpt_printf(&d, "# layer, then for each kind (");
-  for (int q = 0; q < n_kinds; q++) rpt_printf(&d, "%s%s", q ? " " : "", kind_names[q]);
-  rpt_printf(&d, ") one column per recipe (");
-  for (size_t k = 0; k < R; k++) rpt_printf(&d, "%s%s", k ? " | " : "", r->recipes[k].recipe);
-  rpt_puts(&d, ")\n");
+  ufp4_strbuf d = {0};
+  ufp4_strbuf_printf(&d, "# layer, then for each kind (");
+  for (int q = 0; q < n_kinds; q++) ufp4_strbuf_printf(&d, "%s%s", q ? " " : "", kind_names[q]);
+  ufp4_strbuf_printf(&d, ") one column per recipe (");
+  for (size_t k = 0; k < R; k++) ufp4_strbuf_printf(&d, "%s%s", k ? " | " : "", r->recipes[k].recipe);
+  ufp4_strbuf_puts(&d, ")\n");
   for (int l = 0; l < L; l++) {
-    rpt_printf(&d, "%d", l);
+    ufp4_strbuf_printf(&d, "%d", l);
     for (int q = 0; q < n_kinds; q++)
       for (size_t k = 0; k < R; k++) {
         const double v = t[((size_t)l * n_kinds + q) * R + k];
-        if (isnan(v)) rpt_puts(&d, " NaN");
-        else rpt_printf(&d, " %.9g", v);
+        if (isnan(v)) ufp4_strbuf_puts(&d, " NaN");
+        else ufp4_strbuf_printf(&d, " %.9g", v);
       }
-    rpt_puts(&d, "\n");
+    ufp4_strbuf_puts(&d, "\n");
   }
   char path[4300];
   snprintf(path, sizeof path, "%s/%s.dat", plot_dir, name);
-  if ((rc = rpt_buf_write(&d, path))) {
+  if ((rc = ufp4_strbuf_write(&d, path))) {
     free(t);
     return rc;
   }
-  rpt_buf b = {0};
-  rpt_puts(&b, common_settings);
-  rpt_printf(&b, "set key bottom left font ',9'\nset xlabel 'layer'\nset multiplot layout %d,%d title ", rows, cols);
+  ufp4_strbuf b = {0};
+  ufp4_strbuf_puts(&b, common_settings);
+  ufp4_strbuf_printf(&b, "set key bottom left font ',9'\nset xlabel 'layer'\nset multiplot layout %d,%d title ", rows, cols);
   gp_quote(&b, caption);
-  rpt_puts(&b, "\n");
+  ufp4_strbuf_puts(&b, "\n");
   for (int q = 0; q < n_kinds; q++) {
-    rpt_puts(&b, "set title ");
+    ufp4_strbuf_puts(&b, "set title ");
     gp_quote(&b, kind_names[q]);
-    rpt_puts(&b, "\nset ylabel ");
+    ufp4_strbuf_puts(&b, "\nset ylabel ");
     gp_quote(&b, set == 2 ? kind_names[q] : ylabel);
-    rpt_puts(&b, "\n");
+    ufp4_strbuf_puts(&b, "\n");
     int first = 1;
     for (size_t k = 0; k < R; k++) {
       int has = 0;
       for (int l = 0; l < L; l++) has |= !isnan(t[((size_t)l * n_kinds + q) * R + k]);
       if (!has) continue;
-      rpt_printf(&b, "%s'%s.dat' using 1:%zu with linespoints lw 2 title ", first ? "plot " : ", \\\n     ", name,
+      ufp4_strbuf_printf(&b, "%s'%s.dat' using 1:%zu with linespoints lw 2 title ", first ? "plot " : ", \\\n     ", name,
                  2 + (size_t)q * R + k);
       gp_quote(&b, r->recipes[k].recipe);
       first = 0;
     }
-    rpt_puts(&b, first ? "set multiplot next\n" : "\n"); /* an empty panel keeps the grid aligned */
+    ufp4_strbuf_puts(&b, first ? "set multiplot next\n" : "\n"); /* an empty panel keeps the grid aligned */
   }
-  rpt_puts(&b, "unset multiplot\n");
+  ufp4_strbuf_puts(&b, "unset multiplot\n");
   free(t);
   if (!b.oom) rc = write_script(plot_dir, name, b.s, cols * 420, rows * 340 + 40);
   free(b.s);
@@ -418,9 +418,9 @@ int rpt_make_plots(ufp4_report *r, const char *out_dir, rpt_plot *plots, size_t 
 }
 
 int ufp4_plot_gnuplot(const char *dir, const char *name, const char *body, int width, int height) {
-  rpt_buf b = {0};
-  rpt_puts(&b, common_settings);
-  rpt_puts(&b, body);
+  ufp4_strbuf b = {0};
+  ufp4_strbuf_puts(&b, common_settings);
+  ufp4_strbuf_puts(&b, body);
   if (b.oom) {
     free(b.s);
     return ufp4_fail(UFP4_ENOMEM, "plot: out of memory");

@@ -6,6 +6,21 @@
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
 
+void rpt_html_escape(ufp4_strbuf *b, const char *s) {
+  char one[2] = {0, 0};
+  for (; *s; s++) {
+    switch (*s) {
+    case '<': ufp4_strbuf_puts(b, "&lt;"); break;
+    case '>': ufp4_strbuf_puts(b, "&gt;"); break;
+    case '&': ufp4_strbuf_puts(b, "&amp;"); break;
+    case '"': ufp4_strbuf_puts(b, "&quot;"); break;
+    case '\'': ufp4_strbuf_puts(b, "&#39;"); break;
+    default: one[0] = *s; ufp4_strbuf_puts(b, one);
+    }
+  }
+}
+
+
 static const char *css =
     "body{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}"
     "table{border-collapse:collapse;margin:1em 0;font-size:.92em}"
@@ -17,7 +32,7 @@ static const char *css =
 /* Inlines a gnuplot SVG: drops the XML prolog and the namespace declarations (an HTML parser
  * supplies them, and they are the only URLs in the file), and prefixes ids so that several plots
  * in one page do not share ids. */
-static void inline_svg(rpt_buf *b, const char *svg, size_t idx) {
+static void inline_svg(ufp4_strbuf *b, const char *svg, size_t idx) {
   const char *p = strstr(svg, "<svg");
   if (!p) return;
   char pre[32];
@@ -52,8 +67,8 @@ static void inline_svg(rpt_buf *b, const char *svg, size_t idx) {
       if (!strncmp(p, id_marks[m], len)) {
         char mark[16];
         snprintf(mark, sizeof mark, "%s", id_marks[m]);
-        rpt_puts(b, mark);
-        rpt_puts(b, pre);
+        ufp4_strbuf_puts(b, mark);
+        ufp4_strbuf_puts(b, pre);
         p += len;
         hit = 1;
         break;
@@ -62,87 +77,87 @@ static void inline_svg(rpt_buf *b, const char *svg, size_t idx) {
     if (hit) continue;
     const char *next = p + 1;
     while (*next && *next != ' ' && *next != '\n' && *next != 'i' && *next != 'h' && *next != 'u') next++;
-    rpt_printf(b, "%.*s", (int)(next - p), p);
+    ufp4_strbuf_printf(b, "%.*s", (int)(next - p), p);
     p = next;
   }
 }
 
 int rpt_write_html(const ufp4_report *r, const char *path, const char *plot_dir, const rpt_plot *plots, size_t n_plots) {
-  rpt_buf b = {0};
-  rpt_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>");
+  ufp4_strbuf b = {0};
+  ufp4_strbuf_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>");
   rpt_html_escape(&b, r->title);
-  rpt_printf(&b, "</title><style>%s</style></head><body>\n<h1>", css);
+  ufp4_strbuf_printf(&b, "</title><style>%s</style></head><body>\n<h1>", css);
   rpt_html_escape(&b, r->title);
-  rpt_puts(&b, "</h1>\n");
+  ufp4_strbuf_puts(&b, "</h1>\n");
   if (r->command[0]) {
-    rpt_puts(&b, "<p>Command:</p><pre>");
+    ufp4_strbuf_puts(&b, "<p>Command:</p><pre>");
     rpt_html_escape(&b, r->command);
-    rpt_puts(&b, "</pre>\n");
+    ufp4_strbuf_puts(&b, "</pre>\n");
   }
-  rpt_printf(&b, "<p>Metric: BF16-relative loss error = mean over the last %d logged steps of |L &minus; L<sub>", r->final_steps);
+  ufp4_strbuf_printf(&b, "<p>Metric: BF16-relative loss error = mean over the last %d logged steps of |L &minus; L<sub>", r->final_steps);
   rpt_html_escape(&b, r->baseline);
-  rpt_puts(&b, "</sub>| / L<sub>");
+  ufp4_strbuf_puts(&b, "</sub>| / L<sub>");
   rpt_html_escape(&b, r->baseline);
-  rpt_puts(&b, "</sub>, against the baseline run of the same seed. Signed gap = mean of (L &minus; L<sub>");
+  ufp4_strbuf_puts(&b, "</sub>, against the baseline run of the same seed. Signed gap = mean of (L &minus; L<sub>");
   rpt_html_escape(&b, r->baseline);
-  rpt_puts(&b, "</sub>) over the same window. The control recipe <code>");
+  ufp4_strbuf_puts(&b, "</sub>) over the same window. The control recipe <code>");
   rpt_html_escape(&b, r->control ? r->control : "(none)");
-  rpt_puts(&b, "</code> is the noise floor.</p>\n<h2>Summary (mean &plusmn; sample std over seeds)</h2>\n<table><tr>"
+  ufp4_strbuf_puts(&b, "</code> is the noise floor.</p>\n<h2>Summary (mean &plusmn; sample std over seeds)</h2>\n<table><tr>"
                "<th class=l>recipe</th><th>seeds</th><th>final train</th><th>final val</th><th>rel. err</th>"
                "<th>signed gap</th><th>rel. signed gap</th><th>noise floor</th><th class=l>vs noise floor (rel. err)"
                "</th></tr>\n");
   for (size_t i = 0; i < r->n_recipes; i++) {
     rpt_cells c;
     rpt_recipe_cells(r, i, &c);
-    rpt_puts(&b, "<tr><td class=l><code>");
+    ufp4_strbuf_puts(&b, "<tr><td class=l><code>");
     rpt_html_escape(&b, r->recipes[i].recipe);
-    rpt_printf(&b, "</code></td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
+    ufp4_strbuf_printf(&b, "</code></td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
                    "<td class=l>%s</td></tr>\n",
                c.seeds, c.train, c.val, c.rel, c.gap, c.relgap, c.floor, c.sig);
   }
-  rpt_puts(&b, "</table>\n<h2>Significance (paired t-test across seeds, two-sided; significant only at p &lt; 0.05)</h2>\n");
+  ufp4_strbuf_puts(&b, "</table>\n<h2>Significance (paired t-test across seeds, two-sided; significant only at p &lt; 0.05)</h2>\n");
   if (rpt_max_seeds(r) < 2) {
-    rpt_puts(&b, "<p class=sig>Only one seed per recipe: no significance test is possible.</p>\n");
+    ufp4_strbuf_puts(&b, "<p class=sig>Only one seed per recipe: no significance test is possible.</p>\n");
   } else {
-    rpt_puts(&b, "<ul>\n");
+    ufp4_strbuf_puts(&b, "<ul>\n");
     char s[1024];
     for (size_t i = 0; i < r->n_tests; i++) {
       const ufp4_report_test *t = &r->tests[i];
       rpt_test_sentence(r, t, s, sizeof s);
-      rpt_printf(&b, "<li class=%s>", t->significant ? "sig" : "ns");
+      ufp4_strbuf_printf(&b, "<li class=%s>", t->significant ? "sig" : "ns");
       rpt_html_escape(&b, s);
-      rpt_puts(&b, "</li>\n");
+      ufp4_strbuf_puts(&b, "</li>\n");
     }
-    rpt_puts(&b, "</ul>\n");
+    ufp4_strbuf_puts(&b, "</ul>\n");
   }
-  rpt_puts(&b, "<h2>Runs</h2>\n<table><tr><th class=l>recipe</th><th>seed</th><th>steps logged</th><th>window</th>"
+  ufp4_strbuf_puts(&b, "<h2>Runs</h2>\n<table><tr><th class=l>recipe</th><th>seed</th><th>steps logged</th><th>window</th>"
                "<th>final train</th><th>final val</th><th>rel. err</th><th>signed gap</th><th>diagnostics</th>"
                "<th class=l>folder</th></tr>\n");
   for (size_t i = 0; i < r->n_runs; i++) {
     const ufp4_report_run_result *x = &r->runs[i];
     rpt_run_cells c;
     rpt_run_cells_fill(x, &c);
-    rpt_puts(&b, "<tr><td class=l><code>");
+    ufp4_strbuf_puts(&b, "<tr><td class=l><code>");
     rpt_html_escape(&b, x->recipe);
-    rpt_printf(&b, "</code></td><td>%lld</td><td>%zu</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
+    ufp4_strbuf_printf(&b, "</code></td><td>%lld</td><td>%zu</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td>"
                    "<td>%s</td><td class=l>",
                x->seed, x->train.n, x->window, c.train, c.val, c.rel, c.gap, x->diag ? "yes" : "no");
     rpt_html_escape(&b, x->dir);
-    rpt_puts(&b, "</td></tr>\n");
+    ufp4_strbuf_puts(&b, "</td></tr>\n");
   }
-  rpt_puts(&b, "</table>\n");
+  ufp4_strbuf_puts(&b, "</table>\n");
   if (r->n_notes) {
-    rpt_puts(&b, "<h2>Notes</h2>\n<ul>\n");
+    ufp4_strbuf_puts(&b, "<h2>Notes</h2>\n<ul>\n");
     for (size_t i = 0; i < r->n_notes; i++) {
-      rpt_puts(&b, "<li class=note>");
+      ufp4_strbuf_puts(&b, "<li class=note>");
       rpt_html_escape(&b, r->notes[i]);
-      rpt_puts(&b, "</li>\n");
+      ufp4_strbuf_puts(&b, "</li>\n");
     }
-    rpt_puts(&b, "</ul>\n");
+    ufp4_strbuf_puts(&b, "</ul>\n");
   }
-  rpt_puts(&b, "<h2>Plots</h2>\n<p>");
+  ufp4_strbuf_puts(&b, "<h2>Plots</h2>\n<p>");
   rpt_html_escape(&b, r->plot_note);
-  rpt_puts(&b, ".</p>\n");
+  ufp4_strbuf_puts(&b, ".</p>\n");
   int rc = 0;
   for (size_t i = 0; i < n_plots && !rc; i++) {
     char svg_path[4400];
@@ -150,17 +165,17 @@ int rpt_write_html(const ufp4_report *r, const char *path, const char *plot_dir,
     char *svg;
     size_t size;
     if ((rc = ufp4_read_file(svg_path, 64u << 20, &svg, &size))) break;
-    rpt_puts(&b, "<div class=plot><h3>");
+    ufp4_strbuf_puts(&b, "<div class=plot><h3>");
     rpt_html_escape(&b, plots[i].caption);
-    rpt_puts(&b, "</h3>\n");
+    ufp4_strbuf_puts(&b, "</h3>\n");
     inline_svg(&b, svg, i);
-    rpt_puts(&b, "</div>\n");
+    ufp4_strbuf_puts(&b, "</div>\n");
     free(svg);
   }
-  rpt_puts(&b, "</body></html>\n");
+  ufp4_strbuf_puts(&b, "</body></html>\n");
   if (rc) {
     free(b.s);
     return rc;
   }
-  return rpt_buf_write(&b, path);
+  return ufp4_strbuf_write(&b, path);
 }

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "core/strbuf.h"
 #include "ufp4/report.h"
 
 enum { RPT_N_OPERANDS = 6, RPT_N_GEMMS = 3 };
@@ -30,16 +31,8 @@ struct ufp4_report_diag {
 int rpt_diag_load(const char *dir, struct ufp4_report_diag **out);
 void rpt_diag_free(struct ufp4_report_diag *d);
 
-/* Growing text buffer; an allocation failure sets oom and drops further text. */
-typedef struct {
-  char *s;
-  size_t n, cap;
-  int oom;
-} rpt_buf;
-void rpt_printf(rpt_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void rpt_puts(rpt_buf *b, const char *s);
-void rpt_html_escape(rpt_buf *b, const char *s);
-int rpt_buf_write(rpt_buf *b, const char *path); /* writes atomically and frees */
+/* HTML-escapes s (< > & " ') into b. */
+void rpt_html_escape(ufp4_strbuf *b, const char *s);
 
 /* Number formatting shared by md, html and the table ("n/a" for NaN). */
 void rpt_fmt(char *out, size_t size, double v, const char *fmt);

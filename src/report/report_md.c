@@ -5,25 +5,25 @@
 #include "report/report_text.h"
 
 /* Table cells cannot hold '|'. */
-static void md_cell(rpt_buf *b, const char *s) {
+static void md_cell(ufp4_strbuf *b, const char *s) {
   for (; *s; s++) {
-    if (*s == '|') rpt_puts(b, "\\|");
+    if (*s == '|') ufp4_strbuf_puts(b, "\\|");
     else {
       char one[2] = {*s, 0};
-      rpt_puts(b, one);
+      ufp4_strbuf_puts(b, one);
     }
   }
 }
 
-static void tests_md(rpt_buf *b, const ufp4_report *r) {
-  rpt_puts(b, "\n## Significance (paired t-test across seeds, two-sided, significant only at p < 0.05)\n\n");
+static void tests_md(ufp4_strbuf *b, const ufp4_report *r) {
+  ufp4_strbuf_puts(b, "\n## Significance (paired t-test across seeds, two-sided, significant only at p < 0.05)\n\n");
   if (rpt_max_seeds(r) < 2) {
-    rpt_puts(b, "Only one seed per recipe: **no significance test is possible**, so none of the differences "
+    ufp4_strbuf_puts(b, "Only one seed per recipe: **no significance test is possible**, so none of the differences "
                 "above can be told apart from seed noise.\n");
     return;
   }
   if (!r->n_tests) {
-    rpt_puts(b, "There is no pair of non-baseline recipes to test.\n");
+    ufp4_strbuf_puts(b, "There is no pair of non-baseline recipes to test.\n");
     return;
   }
   char s[1024];
@@ -34,57 +34,57 @@ static void tests_md(rpt_buf *b, const ufp4_report *r) {
       const ufp4_report_test *t = &r->tests[i];
       const int group = !t->valid ? 2 : t->significant ? 0 : 1;
       if (group != g) continue;
-      if (!any) rpt_printf(b, "**%s:**\n\n", head[g]);
+      if (!any) ufp4_strbuf_printf(b, "**%s:**\n\n", head[g]);
       any = 1;
       rpt_test_sentence(r, t, s, sizeof s);
-      rpt_printf(b, "- %s\n", s);
+      ufp4_strbuf_printf(b, "- %s\n", s);
     }
-    if (!any) rpt_printf(b, "**%s:** none.\n", head[g]);
-    rpt_puts(b, "\n");
+    if (!any) ufp4_strbuf_printf(b, "**%s:** none.\n", head[g]);
+    ufp4_strbuf_puts(b, "\n");
   }
 }
 
 int rpt_write_md(const ufp4_report *r, const char *path, const rpt_plot *plots, size_t n_plots) {
-  rpt_buf b = {0};
-  rpt_printf(&b, "# %s\n\n", r->title);
-  if (r->command[0]) rpt_printf(&b, "Command:\n\n```\n%s\n```\n\n", r->command);
-  rpt_printf(&b,
+  ufp4_strbuf b = {0};
+  ufp4_strbuf_printf(&b, "# %s\n\n", r->title);
+  if (r->command[0]) ufp4_strbuf_printf(&b, "Command:\n\n```\n%s\n```\n\n", r->command);
+  ufp4_strbuf_printf(&b,
              "Metric: BF16-relative loss error = mean over the last %d logged steps of |L - L_%s| / L_%s, with "
              "L_%s the %s run of the same seed. Signed gap = mean of (L - L_%s) over the same window. The control "
              "recipe `%s` against `%s` is the noise floor.\n\n",
              r->final_steps, r->baseline, r->baseline, r->baseline, r->baseline, r->baseline,
              r->control ? r->control : "(none)", r->baseline);
-  rpt_puts(&b, "## Summary (mean ± sample std over seeds)\n\n"
+  ufp4_strbuf_puts(&b, "## Summary (mean ± sample std over seeds)\n\n"
                "| recipe | seeds | final train | final val | rel. err | signed gap | rel. signed gap | noise floor | "
                "vs noise floor (rel. err) |\n|---|---:|---:|---:|---:|---:|---:|---:|---|\n");
   for (size_t i = 0; i < r->n_recipes; i++) {
     rpt_cells c;
     rpt_recipe_cells(r, i, &c);
-    rpt_puts(&b, "| `");
+    ufp4_strbuf_puts(&b, "| `");
     md_cell(&b, r->recipes[i].recipe);
-    rpt_printf(&b, "` | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.seeds, c.train, c.val, c.rel, c.gap, c.relgap,
+    ufp4_strbuf_printf(&b, "` | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.seeds, c.train, c.val, c.rel, c.gap, c.relgap,
                c.floor, c.sig);
   }
   tests_md(&b, r);
-  rpt_puts(&b, "## Runs\n\n| recipe | seed | steps logged | window | final train | final val | rel. err | signed gap "
+  ufp4_strbuf_puts(&b, "## Runs\n\n| recipe | seed | steps logged | window | final train | final val | rel. err | signed gap "
                "| diagnostics | folder |\n|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
   for (size_t i = 0; i < r->n_runs; i++) {
     const ufp4_report_run_result *x = &r->runs[i];
     rpt_run_cells c;
     rpt_run_cells_fill(x, &c);
-    rpt_puts(&b, "| `");
+    ufp4_strbuf_puts(&b, "| `");
     md_cell(&b, x->recipe);
-    rpt_printf(&b, "` | %lld | %zu | %d | %s | %s | %s | %s | %s | ", x->seed, x->train.n, x->window, c.train, c.val, c.rel, c.gap,
+    ufp4_strbuf_printf(&b, "` | %lld | %zu | %d | %s | %s | %s | %s | %s | ", x->seed, x->train.n, x->window, c.train, c.val, c.rel, c.gap,
                x->diag ? "yes" : "no");
     md_cell(&b, x->dir);
-    rpt_puts(&b, " |\n");
+    ufp4_strbuf_puts(&b, " |\n");
   }
   if (r->n_notes) {
-    rpt_puts(&b, "\n## Notes\n\n");
-    for (size_t i = 0; i < r->n_notes; i++) rpt_printf(&b, "- %s\n", r->notes[i]);
+    ufp4_strbuf_puts(&b, "\n## Notes\n\n");
+    for (size_t i = 0; i < r->n_notes; i++) ufp4_strbuf_printf(&b, "- %s\n", r->notes[i]);
   }
-  rpt_printf(&b, "\n## Plots\n\n%s.\n\n", r->plot_note);
+  ufp4_strbuf_printf(&b, "\n## Plots\n\n%s.\n\n", r->plot_note);
   for (size_t i = 0; i < n_plots; i++)
-    rpt_printf(&b, "### %s\n\n![%s](plots/%s.svg)\n\n", plots[i].caption, plots[i].caption, plots[i].name);
-  return rpt_buf_write(&b, path);
+    ufp4_strbuf_printf(&b, "### %s\n\n![%s](plots/%s.svg)\n\n", plots[i].caption, plots[i].caption, plots[i].name);
+  return ufp4_strbuf_write(&b, path);
 }

@@ -5,6 +5,32 @@
 
 #include "report/report_text.h"
 
+void rpt_fmt(char *out, size_t size, double v, const char *fmt) {
+  if (isnan(v)) snprintf(out, size, "n/a");
+  else snprintf(out, size, fmt, v);
+}
+
+void rpt_fmt_msd(char *out, size_t size, ufp4_msd m, double scale, const char *fmt) {
+  char a[64], s[64];
+  rpt_fmt(a, sizeof a, m.mean * scale, fmt);
+  if (isnan(m.std)) snprintf(out, size, "%s", a);
+  else {
+    snprintf(s, sizeof s, fmt, m.std * scale);
+    snprintf(out, size, "%s ± %s", a, s[0] == '+' ? s + 1 : s);
+  }
+}
+
+const char *rpt_metric_name(int metric) { return metric ? "signed gap" : "relative error"; }
+
+const ufp4_report_test *rpt_control_test(const ufp4_report *r, int recipe, int metric) {
+  const ufp4_report_test *found = NULL;
+  for (size_t i = 0; i < r->n_tests; i++) {
+    const ufp4_report_test *t = &r->tests[i];
+    if (t->metric == metric && t->a == recipe && t->b == r->control_idx) found = t;
+  }
+  return found;
+}
+
 void rpt_test_sentence(const ufp4_report *r, const ufp4_report_test *t, char *out, size_t size) {
   const char *a = r->recipes[t->a].recipe, *b = r->recipes[t->b].recipe;
   const double scale = t->metric ? 1 : 100;
@@ -39,9 +65,7 @@ void rpt_recipe_cells(const ufp4_report *r, size_t i, rpt_cells *c) {
   }
   if (r->control_idx >= 0) rpt_fmt_msd(c->floor, sizeof c->floor, r->recipes[r->control_idx].rel_err, 100, "%.4f%%");
   else snprintf(c->floor, sizeof c->floor, "n/a");
-  const ufp4_report_test *t = NULL;
-  for (size_t k = 0; k < r->n_tests; k++)
-    if (r->tests[k].metric == 0 && r->tests[k].a == (int)i && r->tests[k].b == r->control_idx) t = &r->tests[k];
+  const ufp4_report_test *t = rpt_control_test(r, (int)i, 0);
   if (q->is_baseline) snprintf(c->sig, sizeof c->sig, "baseline");
   else if (q->is_control) snprintf(c->sig, sizeof c->sig, "control (noise floor)");
   else if (!t) snprintf(c->sig, sizeof c->sig, "no control run");

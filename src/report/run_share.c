@@ -1,9 +1,10 @@
-#include "cli/run_share.h"
+/* Sharing the runs of a grid over the ranks of a launch (see report/run_share.h). */
+#include "report/run_share.h"
 
 #include <omp.h>
 #include <stdlib.h>
 
-int cli_run_share_begin(cli_run_share *s, int threads) {
+int ufp4_run_share_begin(ufp4_run_share *s, int threads) {
   s->comm = NULL;
   s->rank = 0;
   s->world = 1;
@@ -20,17 +21,19 @@ int cli_run_share_begin(cli_run_share *s, int threads) {
   return 0;
 }
 
-int cli_run_share_mine(const cli_run_share *s, int j) { return j % s->world == s->rank; }
+int ufp4_run_share_mine(const ufp4_run_share *s, int j) { return j % s->world == s->rank; }
 
-int cli_run_share_count(const cli_run_share *s, int total) {
+int ufp4_run_share_count(const ufp4_run_share *s, int total) {
   return total / s->world + (s->rank < total % s->world);
 }
 
-int cli_run_share_agree(cli_run_share *s, int status) { return ufp4_dist_agree(s->comm, status); }
+int ufp4_run_share_agree(ufp4_run_share *s, int status) { return ufp4_dist_agree(s->comm, status); }
 
-int cli_run_share_gather(cli_run_share *s, double *out, size_t n) { return ufp4_dist_sum_f64(s->comm, out, n); }
+int ufp4_run_share_gather(ufp4_run_share *s, double *out, size_t n) {
+  return ufp4_dist_sum_f64(s->comm, out, n);
+}
 
-void cli_run_share_end(cli_run_share *s) {
+void ufp4_run_share_end(ufp4_run_share *s) {
   (void)s;
   ufp4_dist_finalize();
 }

@@ -1,0 +1,225 @@
+/* A recipe comparison: plan the grid of runs, train this rank's share, report (ufp4/compare.h). */
+#include "ufp4/compare.h"
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/timer.h"
+#include "report/run_share.h"
+#include "ufp4/data_source.h"
+#include "ufp4/error.h"
+#include "ufp4/fileio.h"
+#include "ufp4/recipe.h"
+
+#define MAX_RECIPES 64
+
+typedef struct {
+  char spec[MAX_RECIPES][512];
+  int n;
+} recipe_list;
+
+ufp4_compare_options ufp4_compare_options_default(void) {
+  ufp4_compare_options o = {
+      .recipes = "bf16,e2m1,nvfp4,ufp4", .seeds = 3, .control = 1, .log = stderr};
+  o.train = ufp4_train_config_default();
+  o.train.eval_every = 0;
+  o.train.diag_every = -1;
+  return o;
+}
+
+/* Appends spec unless it is already listed; it must parse as a recipe. */
+static int add_recipe(recipe_list *l, const char *spec) {
+  for (int i = 0; i < l->n; i++)
+    if (!strcmp(l->spec[i], spec)) return 0;
+  if (l->n >= MAX_RECIPES)
+    return ufp4_fail(UFP4_EINVAL, "compare: more than %d recipes", MAX_RECIPES);
+  if (strlen(spec) >= sizeof l->spec[0])
+    return ufp4_fail(UFP4_EINVAL, "compare: recipe spec too long: %s", spec);
+  ufp4_recipe r;
+  int rc = ufp4_recipe_parse(spec, &r);
+  if (rc) return rc;
+  strcpy(l->spec[l->n++], spec);
+  return 0;
+}
+
+static int split_list(const char *list, recipe_list *out) {
+  char buf[4096];
+  snprintf(buf, sizeof buf, "%s", list);
+  const char *sep = strchr(buf, ';') ? ";" : ",";
+  char *save = NULL;
+  int rc = 0;
+  for (char *tok = strtok_r(buf, sep, &save); tok && !rc; tok = strtok_r(NULL, sep, &save))
+    rc = add_recipe(out, tok);
+  return rc;
+}
+
+static int expand_ablation(const char *kind, const recipe_list *base, recipe_list *out) {
+  static const char *const rht[] = {"none", "wgrad", "dgrad+wgrad", "fprop+wgrad", "all"};
+  static const char *const sr[] = {"dy", "none"};
+  const int is_rht = !strcmp(kind, "rht-scope");
+  if (!is_rht && strcmp(kind, "sr-scope"))
+    return ufp4_fail(UFP4_EINVAL, "compare: --ablation %s: expected rht-scope or sr-scope", kind);
+  const char *const *v = is_rht ? rht : sr;
+  const int nv = is_rht ? 5 : 2;
+  for (int b = 0; b < base->n; b++) {
+    ufp4_recipe r;
+    int rc = ufp4_recipe_parse(base->spec[b], &r);
+    if (rc) return rc;
+    if (r.precision != UFP4_PREC_FP4) continue; /* bf16/fp32 have no RHT or SR to vary */
+    for (int k = 0; k < nv; k++) {
+      char spec[sizeof base->spec[b] + 32];
+      snprintf(spec, sizeof spec, "%.511s,%.8s=%.16s", base->spec[b], is_rht ? "rht" : "sr", v[k]);
+      if ((rc = add_recipe(out, spec))) return rc;
+    }
+  }
+  return 0;
+}
+
+/* The baseline and the control first, then the recipes (or their ablation rows). */
+static int plan(const ufp4_compare_options *o, recipe_list *list) {
+  if (!o->data_dir || !o->out_dir)
+    return ufp4_fail(UFP4_EINVAL, "compare: a data and an out folder are required");
+  if (o->seeds < 1) return ufp4_fail(UFP4_EINVAL, "compare: seeds must be >= 1 (got %d)", o->seeds);
+  recipe_list *asked = calloc(1, sizeof *asked);
+  if (!asked) return ufp4_fail(UFP4_ENOMEM, "compare: out of memory");
+  list->n = 0;
+  int rc = add_recipe(list, "bf16");
+  if (!rc && o->control) rc = add_recipe(list, "fp32");
+  if (!rc) rc = split_list(o->recipes ? o->recipes : "", asked);
+  if (!rc && o->ablation) rc = expand_ablation(o->ablation, asked, list);
+  for (int i = 0; !rc && !o->ablation && i < asked->n; i++) rc = add_recipe(list, asked->spec[i]);
+  free(asked);
+  return rc;
+}
+
+int ufp4_compare_check(const ufp4_compare_options *o) {
+  recipe_list *list = malloc(sizeof *list);
+  if (!list) return ufp4_fail(UFP4_ENOMEM, "compare: out of memory");
+  int rc = plan(o, list);
+  free(list);
+  return rc;
+}
+
+/* A folder name for a recipe spec: letters, digits, '-', '.' kept; everything else '_'. */
+static void dir_name(const char *spec, char *out, size_t size) {
+  size_t j = 0;
+  for (size_t i = 0; spec[i] && j + 1 < size; i++) {
+    char ch = spec[i];
+    int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+             ch == '-' || ch == '.';
+    out[j++] = ok ? ch : '_';
+  }
+  out[j] = '\0';
+}
+
+/* The grid being run: run j = (seed s, recipe k) with j = s * n + k. */
+typedef struct {
+  const ufp4_compare_options *o;
+  const recipe_list *list;
+  ufp4_train_config base; /* o->train with diag_every resolved and progress on rank 0 only */
+  ufp4_run_share share;
+  ufp4_report_run *runs; /* every run of the grid, whichever rank trains it */
+  int own_runs, own_done;
+  double t0;
+} grid;
+
+/* Trains run (s, k) when it is this rank's, and records it for the report either way. */
+static int grid_run(grid *g, int s, int k) {
+  const int j = s * g->list->n + k;
+  ufp4_train_config cfg = g->base;
+  cfg.seed = g->base.seed + (uint64_t)s;
+  const char *spec = g->list->spec[k];
+  snprintf(cfg.recipe, sizeof cfg.recipe, "%.511s", spec);
+  char name[400];
+  dir_name(spec, name, sizeof name);
+  snprintf(cfg.out_dir, sizeof cfg.out_dir, "%s/runs/%s/seed%llu", g->o->out_dir, name,
+           (unsigned long long)cfg.seed);
+  snprintf(cfg.progress_label, sizeof cfg.progress_label, "run %d/%d %s seed %llu", g->own_done + 1,
+           g->own_runs, spec, (unsigned long long)cfg.seed);
+  /* Progress and ETA come from rank 0's share, which is as long as any other's to within a run. */
+  const double elapsed = ufp4_now_s() - g->t0;
+  cfg.eta_after_s = g->own_done ? elapsed / g->own_done * (g->own_runs - g->own_done - 1) : 0;
+  if (ufp4_run_share_mine(&g->share, j)) {
+    ufp4_train_result res;
+    int rc = ufp4_train_shards(&cfg, g->o->data_dir, 0, &res);
+    if (rc) return rc;
+    g->own_done++;
+  }
+  ufp4_report_run *run = &g->runs[j];
+  snprintf(run->recipe, sizeof run->recipe, "%.255s", spec);
+  run->seed = (long long)cfg.seed;
+  snprintf(run->dir, sizeof run->dir, "%s", cfg.out_dir);
+  return 0;
+}
+
+/* Every run on every rank; 0 only when all of them, on all ranks, succeeded. */
+static int grid_train(grid *g) {
+  int rc = 0;
+  for (int s = 0; s < g->o->seeds && !rc; s++)
+    for (int k = 0; k < g->list->n && !rc; k++) rc = grid_run(g, s, k);
+  /* Every rank's runs are on disk (or one failed) before rank 0 reads them all. */
+  return ufp4_run_share_agree(&g->share, rc);
+}
+
+static int report(const grid *g, int total, ufp4_compare_result *res) {
+  const ufp4_compare_options *o = g->o;
+  ufp4_report_options opt = ufp4_report_options_default();
+  opt.final_steps =
+      o->final_steps ? o->final_steps : (o->train.steps / 5 > 0 ? o->train.steps / 5 : 1);
+  opt.control = o->control ? "fp32" : NULL;
+  opt.command = o->command;
+  return ufp4_report_make(g->runs, (size_t)total, &opt, o->out_dir, &res->report);
+}
+
+static void log_plan(const grid *g, int total) {
+  const ufp4_compare_options *o = g->o;
+  if (!o->log || g->share.rank) return;
+  fprintf(o->log, "ufp4 compare: %d recipes x %d seeds = %d runs of %d steps into %s%s\n",
+          g->list->n, o->seeds, total, g->base.steps, o->out_dir,
+          g->share.world > 1 ? ", shared out over the ranks" : "");
+}
+
+static int compare(grid *g, ufp4_compare_result *res) {
+  const int total = g->list->n * g->o->seeds;
+  res->n_recipes = g->list->n;
+  res->n_runs = total;
+  g->own_runs = ufp4_run_share_count(&g->share, total);
+  g->runs = calloc((size_t)total, sizeof *g->runs);
+  if (!g->runs) return ufp4_fail(UFP4_ENOMEM, "compare: out of memory");
+  log_plan(g, total);
+  int rc = grid_train(g);
+  if (!rc && !g->share.rank) rc = report(g, total, res);
+  free(g->runs);
+  return rc;
+}
+
+int ufp4_compare_run(const ufp4_compare_options *o, ufp4_compare_result *res) {
+  memset(res, 0, sizeof *res);
+  grid *g = calloc(1, sizeof *g);
+  recipe_list *list = malloc(sizeof *list);
+  int rc = !g || !list ? ufp4_fail(UFP4_ENOMEM, "compare: out of memory") : plan(o, list);
+  if (rc) {
+    free(g);
+    free(list);
+    return rc;
+  }
+  *g = (grid){.o = o, .list = list, .base = o->train, .t0 = ufp4_now_s()};
+  if (g->base.diag_every < 0) g->base.diag_every = g->base.steps >= 4 ? g->base.steps / 4 : 1;
+  if (!(rc = ufp4_run_share_begin(&g->share, g->base.threads))) {
+    res->rank = g->share.rank;
+    if (g->share.rank) g->base.progress = 0;
+    if (!(rc = ufp4_run_share_agree(&g->share, ufp4_mkdirs(o->out_dir)))) rc = compare(g, res);
+  }
+  res->seconds = ufp4_now_s() - g->t0;
+  free(g);
+  free(list);
+  if (rc) ufp4_compare_result_free(res);
+  return rc;
+}
+
+void ufp4_compare_result_free(ufp4_compare_result *res) {
+  ufp4_report_free(res->report);
+  res->report = NULL;
+}
