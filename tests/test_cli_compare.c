@@ -5,6 +5,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "json_test_util.h"
+
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -21,17 +23,6 @@ static const char *cli;
 static char out[1 << 18];
 
 #define run(...) cli_run(out, sizeof out, __VA_ARGS__)
-
-static cJSON *load_json(const char *fmt, const char *arg) {
-  char path[4096], *text;
-  size_t n;
-  snprintf(path, sizeof path, fmt, arg);
-  assert_int_equal(ufp4_read_file(path, 1 << 26, &text, &n), 0);
-  cJSON *j = cJSON_Parse(text);
-  free(text);
-  assert_non_null(j);
-  return j;
-}
 
 static int exists(const char *fmt, const char *arg) {
   char path[4096];

@@ -9,6 +9,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include "json_test_util.h"
+
 #include <cjson/cJSON.h>
 #include <dirent.h>
 #include <math.h>
@@ -85,17 +87,6 @@ static ufp4_train_config tiny(ufp4_train_config c) {
   c.eval_batches = 2;
   c.progress = 0;
   return c;
-}
-
-static cJSON *load_json(const char *fmt, const char *arg) {
-  char path[1024], *text;
-  size_t n;
-  snprintf(path, sizeof path, fmt, arg);
-  assert_int_equal(ufp4_read_file(path, 1 << 26, &text, &n), 0);
-  cJSON *j = cJSON_Parse(text);
-  free(text);
-  assert_non_null(j);
-  return j;
 }
 
 /* The losses of the last two train lines of RUN/metrics.jsonl (last first), and their steps. */

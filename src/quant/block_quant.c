@@ -267,6 +267,20 @@ static int run_job(ufp4_qjob *j) {
   return 0;
 }
 
+/* A job over x (rows x cols) in format f with kernels k; the caller sets its outputs. */
+static ufp4_qjob job_of(const ufp4_qformat *f, const float *x, size_t rows, size_t cols,
+                        const ufp4_q_kernels *k) {
+  ufp4_qjob j;
+  memset(&j, 0, sizeof j);
+  j.f = f;
+  j.g = ufp4_grid_get(f->grid);
+  j.rows = rows;
+  j.cols = cols;
+  j.x = x;
+  j.k = k;
+  return j;
+}
+
 int ufp4_q_quantize(const ufp4_qformat *f, const float *x, size_t rows, size_t cols, ufp4_qtensor *q,
                     const ufp4_q_kernels *k) {
   if (!q) return ufp4_fail(UFP4_EINVAL, "quantize: NULL output tensor");
@@ -288,17 +302,10 @@ int ufp4_q_quantize(const ufp4_qformat *f, const float *x, size_t rows, size_t c
     return ufp4_fail(UFP4_ENOMEM, "quantize: cannot allocate a %zu x %zu quantized tensor", rows,
                      cols);
   }
-  ufp4_qjob j;
-  memset(&j, 0, sizeof j);
-  j.f = f;
-  j.g = ufp4_grid_get(f->grid);
-  j.rows = rows;
-  j.cols = cols;
-  j.x = x;
+  ufp4_qjob j = job_of(f, x, rows, cols, k);
   j.codes = q->codes;
   j.scales = q->scales;
   j.scale_bits = q->scale_bits;
-  j.k = k;
   rc = run_job(&j);
   if (rc) {
     ufp4_qtensor_free(q);
@@ -349,15 +356,8 @@ int ufp4_q_fake_quant(const ufp4_qformat *f, const float *x, float *y, size_t ro
   int rc = ufp4_qformat_check(f, rows, cols);
   if (rc) return rc;
   if (rows != 0 && cols != 0 && (!x || !y)) return ufp4_fail(UFP4_EINVAL, "fake_quant: NULL input or output");
-  ufp4_qjob j;
-  memset(&j, 0, sizeof j);
-  j.f = f;
-  j.g = ufp4_grid_get(f->grid);
-  j.rows = rows;
-  j.cols = cols;
-  j.x = x;
+  ufp4_qjob j = job_of(f, x, rows, cols, k);
   j.y = y;
-  j.k = k;
   return run_job(&j);
 }
 
