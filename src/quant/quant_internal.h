@@ -5,8 +5,10 @@
  * The scalar code is the specification; every SIMD routine must give the same bytes. Both paths
  * share ufp4_q_block_scale() below, with one exception: the AVX2 1x16 kernel computes the NVFP4
  * and E8M0 scales of 8 blocks at once on their bit patterns (scales_mx in x86/quant_avx2.c), as
- * calling the scalar rule per block made it about 2x slower; test_quant_simd compares it with the
- * reference for every scale kind. */
+ * calling the scalar rule per block made it about 2x slower. That second implementation is held
+ * to the first by enumeration: tests/test_quant_scales_enum.c runs both on every amax of a dense
+ * sweep of the float range (all mantissas of every exponent where a scale rule changes, a fixed
+ * stride elsewhere) for every scale kind and grid, and test_quant_simd on whole tensors. */
 #ifndef UFP4_QUANT_INTERNAL_H
 #define UFP4_QUANT_INTERNAL_H
 
@@ -97,6 +99,11 @@ void ufp4_q_band_avx2(const ufp4_qjob *j, const float *src, const uint32_t *rb, 
 void ufp4_q_fill_rbits_avx2(uint64_t seed, uint64_t stream, uint64_t idx0, size_t n, uint32_t *out);
 float ufp4_q_amax_finite_avx2(const float *p, size_t n);
 float ufp4_q_amax_finite_rht16_avx2(const float *p, size_t n, const float *signs);
+/* The NVFP4 / E8M0 scales of 8 finite blocks from their amax by the AVX2 rule (scales_mx), for
+ * tests: scale, encode factor and stored bits per block; returns 1 when every block is an ordinary
+ * multiply-encoded block, 0 when the kernel would hand the group to the scalar route. */
+int ufp4_q_scales8_avx2(const ufp4_qjob *j, const float amax[8], float sc[8], float en[8],
+                        uint8_t bits[8]);
 #endif
 
 #endif

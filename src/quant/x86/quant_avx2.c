@@ -17,7 +17,8 @@
  *     the same way.
  *   - Block scales other than FP32 (E4M3, E8M0) come from the shared scalar ufp4_q_block_scale,
  *     except in the 1x16 group kernel, whose scales_mx computes 8 at once on the bit patterns
- *     (per-block scalar calls there measured about 2x slower; quant_internal.h).
+ *     (per-block scalar calls there measured about 2x slower; quant_internal.h), held to the
+ *     scalar rule by tests/test_quant_scales_enum.c.
  *   - Blocks the kernels do not vectorize (NaN/Inf or all-zero blocks, blocks whose width is not
  *     a multiple of 8) go to the scalar ufp4_q_do_block.
  *
@@ -421,6 +422,18 @@ INL int scales_mx(const ufp4_qjob *j, const qk *k, __m256 amax, __m256i bad, __m
   }
   store_codes8(bits, code);
   return _mm256_movemask_ps(_mm256_castsi256_ps(okm)) == 0xFF;
+}
+
+/* scales_mx on 8 finite blocks, for test_quant_scales_enum (quant_internal.h). */
+AVX2 int ufp4_q_scales8_avx2(const ufp4_qjob *j, const float amax[8], float sc[8], float en[8],
+                             uint8_t bits[8]) {
+  qk k;
+  qk_init(&k, j->g);
+  __m256 s, e;
+  const int ok = scales_mx(j, &k, _mm256_loadu_ps(amax), _mm256_setzero_si256(), &s, &e, bits);
+  _mm256_storeu_ps(sc, s);
+  _mm256_storeu_ps(en, e);
+  return ok;
 }
 
 /* Per-band RHT16 constants: the sign vector broadcast per element, or NULL for all +1. */
