@@ -13,7 +13,11 @@
  *   expert   bits 53..63  added on top of batch: MoE expert, < 2048
  *
  * The expert field shares bits 53..63 with the top of batch: a model without experts (expert 0
- * everywhere) may count 2^36 micro-batches, one with experts 2^25 (33.5 million). This is the
+ * everywhere) may count 2^34 micro-batches (its values stay below 2^62, where the ASCII-tagged
+ * streams under the same seed begin: weight init, RHT signs), one with experts 2^25 (33.5
+ * million). A model with 512 or more experts reaches the tagged range in its expert field; the
+ * check does not cover that case (expert 586 meets the init streams after about 1.5e7
+ * micro-batches). This is the
  * packing ufp4 has always used, so the streams and therefore training runs keep their bits; what
  * is new is that a tuple that does not fit is refused instead of silently wrapping onto another
  * tuple's stream (rank 1024 used to draw rank 0's bits one micro-batch later).

@@ -7,9 +7,12 @@
 #define SHIFT_LAYER (SHIFT_PROJ + UFP4_STREAM_PROJ_BITS)
 #define SHIFT_RANK (SHIFT_LAYER + UFP4_STREAM_LAYER_BITS)
 
-/* Bits of the micro-batch index: all of the word above rank, or only the part below the expert
- * when a run uses experts other than 0. */
-#define BATCH_BITS_DENSE (64 - UFP4_STREAM_BATCH_SHIFT)
+/* Bits of the micro-batch index: the word above rank up to bit 61, or only the part below the
+ * expert when a run uses experts other than 0. A dense run's stream values stay below 2^62: the
+ * tagged streams that share the run's seed (weight init "INIT" << 32 in llama.c, RHT signs
+ * "RHTSIGNS" in rht.c) start with an ASCII capital, so at 2^62 or above, and a 36-bit index would
+ * have reached the init streams at micro-batch ~1.97e10. */
+#define BATCH_BITS_DENSE (62 - UFP4_STREAM_BATCH_SHIFT)
 #define BATCH_BITS_EXPERTS (UFP4_STREAM_EXPERT_SHIFT - UFP4_STREAM_BATCH_SHIFT)
 
 static uint32_t micro_steps(const ufp4_stream_id *id) { return id->micro_steps ? id->micro_steps : 1; }
