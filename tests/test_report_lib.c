@@ -217,6 +217,10 @@ static void test_compare_errors(void **state) {
   struct stat st;
   assert_int_not_equal(stat(out, &st), 0); /* refused before anything was made */
   o.ablation = NULL;
+  o.seeds = UFP4_MAX_GRID_SEEDS + 1;
+  assert_int_equal(ufp4_compare_check(&o), UFP4_EINVAL);
+  assert_non_null(strstr(ufp4_last_error(), "seeds"));
+  o.seeds = 1;
   o.recipes = "e2m1,nosuchformat";
   assert_true(ufp4_compare_check(&o) < 0);
   assert_non_null(strstr(ufp4_last_error(), "nosuchformat"));
@@ -402,6 +406,18 @@ static void test_sweep_errors(void **state) {
   assert_int_equal(ufp4_sweep_run(&o, &res), UFP4_EINVAL);
   assert_non_null(strstr(ufp4_last_error(), "'3x30'"));
   o.sizes = "1x32";
+  o.seeds = UFP4_MAX_GRID_SEEDS + 1;
+  assert_int_equal(ufp4_sweep_check(&o), UFP4_EINVAL);
+  assert_non_null(strstr(ufp4_last_error(), "seeds"));
+  o.seeds = 1;
+  /* A run folder that would not fit a run config is refused, not cut (two runs in one folder). */
+  char long_out[1100];
+  memset(long_out, 'a', sizeof long_out - 1);
+  long_out[0] = '/';
+  long_out[sizeof long_out - 1] = '\0';
+  o.out_dir = long_out;
+  assert_int_equal(ufp4_sweep_check(&o), UFP4_EINVAL);
+  assert_non_null(strstr(ufp4_last_error(), "longer than"));
   o.out_dir = NULL;
   assert_int_equal(ufp4_sweep_check(&o), UFP4_EINVAL);
 }

@@ -32,7 +32,7 @@ typedef struct {
   const char *out_dir; /* the report and runs/; created; required */
   const char
       *recipes; /* ','-separated (';' when a spec holds commas); default "bf16,e2m1,nvfp4,ufp4" */
-  int seeds; /* seeds per recipe, >= 1 (default 3) */
+  int seeds; /* seeds per recipe, 1..UFP4_MAX_GRID_SEEDS (default 3) */
   int final_steps; /* relative-error window in logged steps; 0 (default): steps / 5, at least 1 */
   const char *ablation; /* NULL (default), "rht-scope" or "sr-scope" */
   int control; /* 1 (default): the fp32 control run, the noise floor of the metric */

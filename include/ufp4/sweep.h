@@ -36,7 +36,7 @@ typedef struct {
   const char *sizes; /* LAYERSxWIDTH,... with WIDTH a multiple of 32; default "2x64,2x128,4x128" */
   const char *recipes; /* ','-separated (';' when a spec holds commas), must include bf16, the
                         * reference of the gap; default "bf16,e2m1,ufp4" */
-  int seeds; /* >= 1 (default 1); the loss is the mean over the seeds */
+  int seeds; /* 1..UFP4_MAX_GRID_SEEDS (default 1); the loss is the mean over the seeds */
   ufp4_train_config train; /* all but the model shape, recipe, seed offset and out_dir; by
                             * default ufp4_train_config_default() with eval_every = 0 */
 } ufp4_sweep_options;

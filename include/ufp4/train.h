@@ -70,6 +70,9 @@ ufp4_train_config ufp4_train_config_default(void);
  * which would train into another folder). */
 int ufp4_train_set_out_dir(ufp4_train_config *cfg, const char *dir);
 
+/* Most seeds a grid of runs (compare, sweep) takes per recipe and size. */
+#define UFP4_MAX_GRID_SEEDS 1000
+
 typedef struct {
   ufp4_batch_fn train_batch;
   void *train_ctx;

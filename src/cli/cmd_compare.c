@@ -40,7 +40,7 @@ static int parse(int argc, char **argv, ufp4_compare_options *o) {
     else if (!r && (r = cli_value(argc, argv, &i, "--recipes", &v)) > 0) o->recipes = v;
     else if (!r && (r = cli_value(argc, argv, &i, "--ablation", &v)) > 0) o->ablation = v;
     else if (!r && (r = cli_value(argc, argv, &i, "--seeds", &v)) > 0) {
-      if (cli_parse_long("compare", "--seeds", v, 1, 1000, &n)) return -1;
+      if (cli_parse_long("compare", "--seeds", v, 1, UFP4_MAX_GRID_SEEDS, &n)) return -1;
       o->seeds = (int)n;
     } else if (!r && (r = cli_value(argc, argv, &i, "--final-steps", &v)) > 0) {
       if (cli_parse_long("compare", "--final-steps", v, 1, 1 << 30, &n)) return -1;

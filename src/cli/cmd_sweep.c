@@ -34,7 +34,7 @@ static int parse(int argc, char **argv, ufp4_sweep_options *o) {
     else if (!r && (r = cli_value(argc, argv, &i, "--recipes", &v)) > 0) o->recipes = v;
     else if (!r && (r = cli_value(argc, argv, &i, "--seeds", &v)) > 0) {
       long n;
-      if (cli_parse_long("sweep", "--seeds", v, 1, 1000, &n)) return -1;
+      if (cli_parse_long("sweep", "--seeds", v, 1, UFP4_MAX_GRID_SEEDS, &n)) return -1;
       o->seeds = (int)n;
     } else if (!r) {
       r = ufp4_train_flags_parse_or_fail("sweep", argc, argv, &i, &o->train);

@@ -122,8 +122,12 @@ static int rename_file(const char *from, const char *to) {
 }
 
 int ufp4_atomic_commit(ufp4_atomic_file *a) {
-  const char *stage = "fsync";
-  int rc = fchmod(a->fd, 0644) || sync_file(a->fd);
+  const char *stage = "fchmod";
+  int rc = fchmod(a->fd, 0644) != 0;
+  if (!rc) {
+    stage = "fsync";
+    rc = sync_file(a->fd) != 0;
+  }
   if (!rc) {
     stage = "close";
     rc = close(a->fd) != 0;
@@ -139,7 +143,9 @@ int ufp4_atomic_commit(ufp4_atomic_file *a) {
     return step_failed(a, stage, saved);
   }
   a->tmp[0] = '\0';
-  if (sync_parent(a->path)) return ufp4_fail(UFP4_EIO, "%s: fsync of its folder failed: %s", a->path, strerror(errno));
+  if (sync_parent(a->path))
+    return ufp4_fail(UFP4_EIO, "%s: written, but the fsync of its folder failed: %s", a->path,
+                     strerror(errno));
   return 0;
 }
 

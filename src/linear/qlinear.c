@@ -34,9 +34,10 @@ static int prepare(const ufp4_linear_ctx *ctx, ufp4_operand op, const float *src
   const ufp4_recipe *r = ctx->recipe;
   ufp4_stream_id id = ctx->stream;
   id.operand = (uint32_t)op;
-  int rc = ufp4_stream_check(&id);
-  if (rc) return rc;
   ufp4_qformat f = ufp4_recipe_operand_format(r, op);
+  /* Only an operand under SR draws random bits, so only its stream must be unique. */
+  int rc = ufp4_round_is_stochastic(f.round) ? ufp4_stream_check(&id) : 0;
+  if (rc) return rc;
   f.seed = id.seed;
   f.stream = ufp4_stream_value(&id);
   f.rht_signs = ctx->rht_signs;

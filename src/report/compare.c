@@ -81,7 +81,9 @@ static int expand_ablation(const char *kind, const recipe_list *base, recipe_lis
 static int plan(const ufp4_compare_options *o, recipe_list *list) {
   if (!o->data_dir || !o->out_dir)
     return ufp4_fail(UFP4_EINVAL, "compare: a data and an out folder are required");
-  if (o->seeds < 1) return ufp4_fail(UFP4_EINVAL, "compare: seeds must be >= 1 (got %d)", o->seeds);
+  if (o->seeds < 1 || o->seeds > UFP4_MAX_GRID_SEEDS)
+    return ufp4_fail(UFP4_EINVAL, "compare: seeds must be in 1..%d (got %d)", UFP4_MAX_GRID_SEEDS,
+                     o->seeds);
   recipe_list *asked = calloc(1, sizeof *asked);
   if (!asked) return ufp4_fail(UFP4_ENOMEM, "compare: out of memory");
   list->n = 0;
@@ -134,8 +136,15 @@ static int grid_run(grid *g, int s, int k) {
   snprintf(cfg.recipe, sizeof cfg.recipe, "%.511s", spec);
   char name[400];
   dir_name(spec, name, sizeof name);
-  snprintf(cfg.out_dir, sizeof cfg.out_dir, "%s/runs/%s/seed%llu", g->o->out_dir, name,
-           (unsigned long long)cfg.seed);
+  char dir[sizeof cfg.out_dir + 1];
+  const int len = snprintf(dir, sizeof dir, "%s/runs/%s/seed%llu", g->o->out_dir, name,
+                           (unsigned long long)cfg.seed);
+  /* A cut path would put two runs in one folder. */
+  if (len < 0 || (size_t)len >= sizeof dir || ufp4_train_set_out_dir(&cfg, dir))
+    return ufp4_fail(UFP4_EINVAL,
+                     "compare: the run folders would be longer than %zu bytes under the out "
+                     "folder of %zu bytes (%.64s...)",
+                     sizeof cfg.out_dir - 1, strlen(g->o->out_dir), g->o->out_dir);
   snprintf(cfg.progress_label, sizeof cfg.progress_label, "run %d/%d %s seed %llu", g->own_done + 1,
            g->own_runs, spec, (unsigned long long)cfg.seed);
   /* Progress and ETA come from rank 0's share, which is as long as any other's to within a run. */

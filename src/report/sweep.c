@@ -64,14 +64,35 @@ static int parse_recipes(const char *list, ufp4_sweep_result *res) {
   return rc;
 }
 
+/* Every run folder (run_config) fits a run config's out_dir: a cut path would put two runs in one
+ * folder. The longest has the largest seed. */
+static int check_run_dirs(const ufp4_sweep_options *o, const ufp4_sweep_result *res) {
+  const size_t room = sizeof o->train.out_dir;
+  const unsigned long long seed = (unsigned long long)o->train.seed + (unsigned long long)o->seeds - 1;
+  for (int si = 0; si < res->n_sizes; si++)
+    for (int k = 0; k < res->n_recipes; k++) {
+      const int len = snprintf(NULL, 0, "%s/runs/%dx%d/%s/seed%llu", o->out_dir, res->size[si].layers,
+                               res->size[si].width, res->recipe[k], seed);
+      if (len < 0 || (size_t)len >= room)
+        return ufp4_fail(UFP4_EINVAL,
+                         "sweep: the run folders would be longer than %zu bytes under the out "
+                         "folder of %zu bytes (%.64s...)",
+                         room - 1, strlen(o->out_dir), o->out_dir);
+    }
+  return 0;
+}
+
 /* The grid of o into res (sizes, recipes, token counts), without training. */
 static int plan(const ufp4_sweep_options *o, ufp4_sweep_result *res) {
   memset(res, 0, sizeof *res);
   if (!o->data_dir || !o->out_dir)
     return ufp4_fail(UFP4_EINVAL, "sweep: a data and an out folder are required");
-  if (o->seeds < 1) return ufp4_fail(UFP4_EINVAL, "sweep: seeds must be >= 1 (got %d)", o->seeds);
+  if (o->seeds < 1 || o->seeds > UFP4_MAX_GRID_SEEDS)
+    return ufp4_fail(UFP4_EINVAL, "sweep: seeds must be in 1..%d (got %d)", UFP4_MAX_GRID_SEEDS,
+                     o->seeds);
   int rc = parse_sizes(o->sizes ? o->sizes : "", res);
   if (!rc) rc = parse_recipes(o->recipes ? o->recipes : "", res);
+  if (!rc) rc = check_run_dirs(o, res);
   res->seeds = o->seeds;
   res->steps = o->train.steps;
   res->seqs_per_step = o->train.batch * o->train.grad_accum;

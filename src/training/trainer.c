@@ -109,8 +109,10 @@ static int check_config(const ufp4_train_config *cfg, ufp4_recipe *recipe) {
   if (cfg->world < 1 || cfg->rank < 0 || cfg->rank >= cfg->world)
     return ufp4_fail(UFP4_EINVAL, "train: rank %d of world %d is not a data-parallel position",
                      cfg->rank, cfg->world);
-  /* Every micro-batch of every rank must draw its own stochastic-rounding streams. */
-  if ((rc = ufp4_model_check_streams(&cfg->model, (uint64_t)cfg->steps, cfg->grad_accum,
+  /* Every micro-batch of every rank must draw its own stochastic-rounding streams (a recipe with
+   * no operand under SR draws none). */
+  if (recipe->precision == UFP4_PREC_FP4 && recipe->sr_mask &&
+      (rc = ufp4_model_check_streams(&cfg->model, (uint64_t)cfg->steps, cfg->grad_accum,
                                      cfg->world)))
     return rc;
   if (!memchr(cfg->out_dir, '\0', sizeof cfg->out_dir))
