@@ -100,6 +100,19 @@ static int step_of(const cJSON *j, const char *path, size_t line, int *step) {
   return 0;
 }
 
+/* One line of a JSONL text starting at *p (which moves past it, and *line counts it): *q is its
+ * start, the return its length without trailing white space (\r, space, tab); 0 for a blank one. */
+static size_t next_line(char **p, const char *end, const char **q, size_t *line) {
+  char *e = memchr(*p, '\n', (size_t)(end - *p));
+  if (!e) e = (char *)end;
+  (*line)++;
+  size_t len = (size_t)(e - *p);
+  *q = *p;
+  *p = e + 1;
+  while (len && ((*q)[len - 1] == '\r' || (*q)[len - 1] == ' ' || (*q)[len - 1] == '\t')) len--;
+  return len;
+}
+
 int rpt_load_metrics(const char *dir, ufp4_series *train, ufp4_series *val, int *skipped) {
   char path[4200];
   snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
@@ -110,13 +123,8 @@ int rpt_load_metrics(const char *dir, ufp4_series *train, ufp4_series *val, int 
   size_t tcap = 0, vcap = 0, line = 0;
   *skipped = 0;
   for (char *p = text; !rc && p < text + size;) {
-    char *e = memchr(p, '\n', (size_t)(text + size - p));
-    if (!e) e = text + size;
-    line++;
-    size_t len = (size_t)(e - p);
-    const char *q = p;
-    p = e + 1;
-    while (len && (q[len - 1] == '\r' || q[len - 1] == ' ' || q[len - 1] == '\t')) len--;
+    const char *q;
+    const size_t len = next_line(&p, text + size, &q, &line);
     if (!len) continue;
     cJSON *j = cJSON_ParseWithLength(q, len);
     if (!j) {
@@ -215,13 +223,8 @@ int rpt_diag_load(const char *dir, struct ufp4_report_diag **out) {
   d->max_layer = -1;
   size_t line = 0;
   for (char *p = text; !rc && p < text + size;) {
-    char *e = memchr(p, '\n', (size_t)(text + size - p));
-    if (!e) e = text + size;
-    line++;
-    size_t len = (size_t)(e - p);
-    const char *q = p;
-    p = e + 1;
-    while (len && (q[len - 1] == '\r' || q[len - 1] == ' ')) len--;
+    const char *q;
+    const size_t len = next_line(&p, text + size, &q, &line);
     if (!len) continue;
     cJSON *j = cJSON_ParseWithLength(q, len);
     int step;
