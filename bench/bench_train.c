@@ -23,28 +23,50 @@
 #include "ufp4/recipe.h"
 #include "ufp4/ufp4.h"
 
-void ufp4_bench_train_config(int index, ufp4_model_config *c, int *B, int *T, const char **name) {
-  *c = ufp4_model_config_default();
-  c->n_layers = 6;
-  c->d_model = 384;
-  c->n_heads = 6;
-  c->n_kv_heads = 6;
-  c->ffn_dim = 1536;
-  c->seq_len = 256;
-  c->vocab = index == 0 ? 50257 : 4096;
-  c->tie_embeddings = 0;
-  if (index == 2) {
+/* The benchmark configurations, one row each. The first three are the llm.c-sized models; the last
+ * three ("small-deep") are the shapes the study's hours are spent on: the make-run model, the 4 x 128
+ * model on the bytes vocabulary, and the deepest model of the study's depth series. */
+typedef struct {
+  const char *name;
+  int layers, d_model, heads, ffn, vocab, batch, seq_len;
+  int experts, top_k, expert_ffn; /* 0 experts: dense */
+  int tie;
+} bench_config;
+
+static const bench_config CONFIGS[UFP4_BENCH_N_CONFIGS] = {
+    {"llmc (V=50257)", 6, 384, 6, 1536, 50257, 4, 256, 0, 0, 0, 0},
+    {"small-vocab (V=4096)", 6, 384, 6, 1536, 4096, 4, 256, 0, 0, 0, 0},
     /* The small-vocabulary model with every MLP an MoE of 8 experts, top-2, each expert half as wide as
      * the dense MLP: a token touches the same MLP parameters as in the dense model (plus the router's
      * 8 x 384), so the two rows compare MoE and dense at equal active parameters. */
-    c->moe_experts = 8;
-    c->moe_top_k = 2;
-    c->moe_ffn = c->ffn_dim / 2;
-  }
+    {"moe (V=4096, E=8, top-2, Fe=768)", 6, 384, 6, 1536, 4096, 4, 256, 8, 2, 768, 0},
+    /* `make run`'s model (Makefile: --layers 2 --d-model 128 --heads 4 --ffn 384 --seq-len 128 --batch 8,
+     * BPE-2048 vocabulary, tied embeddings as train's default). */
+    {"make-run (L=2 d=128)", 2, 128, 4, 384, 2048, 8, 128, 0, 0, 0, 1},
+    /* 4 blocks of d = 128 on the bytes vocabulary, batch 16. */
+    {"4x128 (V=256)", 4, 128, 4, 352, 256, 16, 128, 0, 0, 0, 1},
+    /* The deepest model of the study's depth series (docs/STUDY.md): 16 blocks of d = 64. */
+    {"16x64 (V=2048)", 16, 64, 4, 192, 2048, 8, 128, 0, 0, 0, 1},
+};
+
+void ufp4_bench_train_config(int index, ufp4_model_config *c, int *B, int *T, const char **name) {
+  const bench_config *b = &CONFIGS[index];
+  *c = ufp4_model_config_default();
+  c->n_layers = b->layers;
+  c->d_model = b->d_model;
+  c->n_heads = b->heads;
+  c->n_kv_heads = b->heads;
+  c->ffn_dim = b->ffn;
+  c->seq_len = b->seq_len;
+  c->vocab = b->vocab;
+  c->tie_embeddings = b->tie;
+  c->moe_experts = b->experts;
+  c->moe_top_k = b->top_k;
+  c->moe_ffn = b->expert_ffn;
   ufp4_model_config_resolve(c);
-  *B = 4;
-  *T = 256;
-  *name = index == 0 ? "llmc (V=50257)" : index == 1 ? "small-vocab (V=4096)" : "moe (V=4096, E=8, top-2, Fe=768)";
+  *B = b->batch;
+  *T = b->seq_len;
+  *name = b->name;
 }
 
 size_t ufp4_bench_train_theory_bytes(size_t n_params, size_t activation_bytes) {
@@ -145,7 +167,7 @@ int ufp4_bench_train_child(int argc, char **argv) {
     return 2;
   }
   int config = atoi(argv[1]), warmup = atoi(argv[3]), steps = atoi(argv[4]);
-  if (config < 0 || config > 2 || warmup < 0 || steps < 1) {
+  if (config < 0 || config >= UFP4_BENCH_N_CONFIGS || warmup < 0 || steps < 1) {
     fprintf(stderr, "ufp4 bench train-child: bad arguments\n");
     return 2;
   }
@@ -221,7 +243,7 @@ int ufp4_bench_train(const ufp4_bench_train_opts *o, const char *self_exe, FILE 
   fprintf(out, "ufp4 bench train: one optimizer step (zero grads, forward, backward, grad norm, AdamW), median of %d "
                "steps after %d warm-up, %d threads%s\n",
           o->steps, o->warmup, ufp4_get_threads(), o->rss ? ", each row in a fresh process" : "");
-  for (int ci = 0; ci < 3 && !rc; ci++) {
+  for (int ci = 0; ci < UFP4_BENCH_N_CONFIGS && !rc; ci++) {
     if (!(o->configs & (1 << ci))) continue;
     ufp4_model_config c;
     int B, T;

@@ -8,11 +8,12 @@
 #include "ufp4/model.h"
 
 #define UFP4_BENCH_MAX_RECIPES 8
+#define UFP4_BENCH_N_CONFIGS 6
 
 typedef struct {
   int steps;            /* timed steps; medians are reported */
   int warmup;           /* untimed steps first */
-  int configs;          /* bit 0: llm.c's config, bit 1: the small-vocabulary config, bit 2: its MoE twin */
+  int configs;          /* bit i: config i of ufp4_bench_train_config */
   int n_recipes;
   const char *recipes[UFP4_BENCH_MAX_RECIPES];
   int rss;              /* 1: each (config, recipe) in a fresh child process, with its peak RSS */
@@ -27,8 +28,9 @@ typedef struct {
   size_t n_params, activation_bytes, scratch_bytes;
 } ufp4_bench_train_result;
 
-/* The benchmark configurations (index 0: llm.c's GPT-2 small-ish, 1: vocabulary 4096, 2: the same
- * with MoE MLPs at equal active parameters), with their batch B and sequence length T. */
+/* Benchmark configuration `index` (0 .. UFP4_BENCH_N_CONFIGS-1; 0: llm.c's GPT-2 small-ish, 1: vocabulary
+ * 4096, 2: the same with MoE MLPs at equal active parameters, 3-5: the small deep models of the study),
+ * with its batch B and sequence length T. */
 void ufp4_bench_train_config(int index, ufp4_model_config *c, int *B, int *T, const char **name);
 
 /* Theoretical training memory in bytes: parameters, gradients and two AdamW moments (4 floats per

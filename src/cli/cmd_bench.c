@@ -37,8 +37,9 @@ static void usage(FILE *out) {
           "  --threads LIST      quant: comma-separated thread counts (default 1 and the OpenMP maximum)\n"
           "  --steps N           train: timed steps (default 5)\n"
           "  --warmup N          train: untimed steps first (default 1)\n"
-          "  --config WHICH      train: llmc, small, both or moe (small and its MoE twin at equal active\n"
-          "                      parameters; default both)\n"
+          "  --config WHICH      train: llmc, small, both, moe (small and its MoE twin at equal active\n"
+          "                      parameters), small-deep (the study's small deep models: make-run's\n"
+          "                      L=2 d=128, 4x128 on bytes, 16x64) or make-run alone; default both\n"
           "  --recipes LIST      train: comma-separated recipes (default fp32,bf16,e2m1,nvfp4,ufp4)\n"
           "  --no-rss            train: measure in this process (no fork, no peak RSS)\n");
 }
@@ -146,8 +147,12 @@ static int parse_config(const char *v, ufp4_bench_train_opts *t) {
     t->configs = 3;
   else if (!strcmp(v, "moe"))
     t->configs = 6;
+  else if (!strcmp(v, "small-deep"))
+    t->configs = 8 | 16 | 32;
+  else if (!strcmp(v, "make-run"))
+    t->configs = 8;
   else {
-    fprintf(stderr, "ufp4 bench: --config: '%s' is not llmc, small, both or moe\n", v);
+    fprintf(stderr, "ufp4 bench: --config: '%s' is not llmc, small, both, moe, small-deep or make-run\n", v);
     return -1;
   }
   return 0;
