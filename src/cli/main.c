@@ -2,8 +2,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli/blas_pin.h"
 #include "cli/commands.h"
 #include "ufp4/dist.h"
+#include "ufp4/gemm.h"
 #include "ufp4/ufp4.h"
 
 typedef struct {
@@ -37,6 +39,7 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+  cli_pin_blas_core(argv);
   if (argc < 2) {
     usage(stderr);
     return 2;
@@ -55,7 +58,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(name, "version") || !strcmp(name, "--version")) {
-    printf("ufp4 %s\n", UFP4_VERSION);
+    printf("ufp4 %s (OpenBLAS kernels: %s)\n", UFP4_VERSION, ufp4_blas_core());
     return 0;
   }
   for (int i = 0; i < n_commands; i++) {

@@ -27,6 +27,11 @@ void ufp4_sgemm(ufp4_gemm_trans ta, ufp4_gemm_trans tb, size_t m, size_t n, size
   }
 }
 
+const char *ufp4_blas_core(void) {
+  const char *name = openblas_get_corename();
+  return name ? name : "unknown";
+}
+
 void ufp4_sgemm_abt(const float *A, const float *B, float *C, size_t m, size_t n, size_t k, float beta) {
   ufp4_sgemm(UFP4_GEMM_N, UFP4_GEMM_T, m, n, k, 1.0f, A, k, B, k, beta, C, n);
 }
