@@ -159,11 +159,15 @@ static void band_ref(const ufp4_qjob *j, const float *src, const uint32_t *rb, s
   const ufp4_qformat *f = j->f;
   const size_t bw = f->tile2d ? (size_t)f->tile2d : (size_t)f->block;
   const size_t nbc = (j->cols + bw - 1) / bw; /* blocks per band row */
-  for (size_t b = 0; b < nbc; b++) {
-    size_t c0 = b * bw;
-    size_t w = j->cols - c0 < bw ? j->cols - c0 : bw;
-    ufp4_q_do_block(j, src + c0, rb ? rb + c0 : NULL, r0, c0, h, w, bi * nbc + b);
-  }
+  /* Tiles: one row of h x bw tiles. 1-D blocks: h rows of 1 x bw blocks. */
+  const size_t rows = f->tile2d ? 1 : h, bh = f->tile2d ? h : 1;
+  for (size_t i = 0; i < rows; i++)
+    for (size_t b = 0; b < nbc; b++) {
+      size_t c0 = b * bw, o = i * j->cols + c0;
+      size_t w = j->cols - c0 < bw ? j->cols - c0 : bw;
+      size_t sidx = f->tile2d ? bi * nbc + b : (r0 + i) * nbc + b;
+      ufp4_q_do_block(j, src + o, rb ? rb + o : NULL, r0 + i, c0, bh, w, sidx);
+    }
 }
 
 /* No fused RHT16 (amax_finite_rht16 NULL, fuses_rht16 0) and the scalar FWHT (rht_simd 0). */
@@ -227,7 +231,11 @@ static int run_job(ufp4_qjob *j) {
     j->s_enc = (amax == 0.0f || !isfinite(s_enc)) ? 1.0f : s_enc;
   }
 
-  const size_t band = f->tile2d ? (size_t)f->tile2d : 1;
+  /* A band is one row of 2D tiles, or a run of whole rows of 1-D blocks holding about
+   * UFP4_Q_BAND_ELEMS elements: at d_model = 64 a row holds 4 blocks, too little work for a
+   * kernel call, a buffer refill and a loop iteration each. Bands only divide the work; every
+   * value is addressed by its own row and column, so the band size never changes a bit. */
+  const size_t band = f->tile2d ? (size_t)f->tile2d : (cols >= UFP4_Q_BAND_ELEMS ? 1 : UFP4_Q_BAND_ELEMS / cols);
   const size_t nbands = (rows + band - 1) / band;
   const int sr = ufp4_round_is_stochastic(f->round);
   const ufp4_q_kernels *k = j->k;
@@ -251,9 +259,7 @@ static int run_job(ufp4_qjob *j) {
         ufp4_rht_rows_serial(buf, h, cols, f->rht, f->rht_signs, k->rht_simd);
         src = buf;
       }
-      if (sr)
-        for (size_t i = 0; i < h; i++)
-          k->fill_rbits(f->seed, f->stream, (uint64_t)((r0 + i) * cols), cols, rb + i * cols);
+      if (sr) k->fill_rbits(f->seed, f->stream, (uint64_t)(r0 * cols), h * cols, rb);
       k->band(j, src, sr ? rb : NULL, r0, h, bi, fused);
     }
 #pragma omp critical(ufp4_quant_fail)

@@ -12,6 +12,10 @@
 #ifndef UFP4_QUANT_INTERNAL_H
 #define UFP4_QUANT_INTERNAL_H
 
+/* Elements per band of 1-D blocks (block_quant.c's run_job): bands hold whole rows, one row when a
+ * row alone holds this many. */
+#define UFP4_Q_BAND_ELEMS 2048
+
 #include <float.h>
 #include <math.h>
 #include <stddef.h>
@@ -59,7 +63,9 @@ struct ufp4_q_kernels {
   /* Quantizes the band of h rows starting at row r0 (band index bi). src is the band's first
    * element with row stride cols: the rotated copy, or, when fused_rht16, the raw input (the
    * kernel then applies the 16-point RHT itself). rb: the band's random bits (row stride cols)
-   * or NULL. */
+   * or NULL. With 2D tiles a band is one row of tiles (h = tile2d rows but the last); with 1-D
+   * blocks it is h whole rows of blocks, row r0 + i's blocks having scale indices
+   * (r0 + i) * blocks_per_row + b. */
   void (*band)(const ufp4_qjob *j, const float *src, const uint32_t *rb, size_t r0, size_t h,
                size_t bi, int fused_rht16);
   /* 1 when band can fuse the 16-point RHT of 1x16 blocks without tiles. */

@@ -561,16 +561,23 @@ INL void band_impl(const ufp4_qjob *j, const float *src, const uint32_t *rb, siz
       rcv.signs = rcv.s;
     }
     const rht16c *rcp = fused ? &rcv : NULL;
-    for (size_t i = 0; i < h; i++) {
-      const size_t r = r0 + i;
-      const float *row = src + i * cols;
-      const uint32_t *rbr = rb ? rb + i * cols : NULL;
+    /* With cols a multiple of 16 the band is a flat run of whole blocks (block q holds elements
+     * 16q .. 16q + 15 of the band, scale index r0 * nbc + q), so groups of 8 blocks may span rows:
+     * at cols = 64 a row alone has only 4. Otherwise row by row, a short last block per row. */
+    const size_t run = cols % 16 == 0 ? h * cols : cols, nrun = cols % 16 == 0 ? 1 : h;
+    for (size_t i = 0; i < nrun; i++) {
+      const float *p0 = src + i * run;
+      const uint32_t *rb0 = rb ? rb + i * run : NULL;
+      const size_t e0 = (r0 + i) * cols; /* flat index of the run's first element */
       size_t c = 0;
-      for (; c + 128 <= cols; c += 128)
-        group16(j, k, row + c, rbr ? rbr + c : NULL, r, c, r * nbc + c / 16, rcp, mode, gc);
-      for (; c < cols; c += 16) {
-        const size_t w = cols - c < 16 ? cols - c : 16;
-        const float *p = row + c;
+      /* group16 and block_vec address the output as row * cols + col, so (row, col) may be
+       * any pair with that flat value: (r0 + i, c) with c past the row's end is fine. */
+      for (; c + 128 <= run; c += 128)
+        group16(j, k, p0 + c, rb0 ? rb0 + c : NULL, r0 + i, c, ((e0 + c) / cols) * nbc + ((e0 + c) % cols) / 16,
+                rcp, mode, gc);
+      for (; c < run; c += 16) {
+        const size_t w = run - c < 16 ? run - c : 16;
+        const float *p = p0 + c;
         size_t stride = cols;
         float buf[16];
         if (fused) { /* cols is a multiple of 16 here */
@@ -581,25 +588,30 @@ INL void band_impl(const ufp4_qjob *j, const float *src, const uint32_t *rb, siz
           p = buf;
           stride = 16;
         }
+        const size_t fe = e0 + c, sidx = (fe / cols) * nbc + (fe % cols) / 16;
         if (w % 8 == 0)
-          block_vec(j, k, p, stride, rbr ? rbr + c : NULL, r, c, 1, w, r * nbc + c / 16, mode, gc);
+          block_vec(j, k, p, stride, rb0 ? rb0 + c : NULL, fe / cols, fe % cols, 1, w, sidx, mode, gc);
         else
-          ufp4_q_do_block(j, p, rbr ? rbr + c : NULL, r, c, 1, w, r * nbc + c / 16);
+          ufp4_q_do_block(j, p, rb0 ? rb0 + c : NULL, fe / cols, fe % cols, 1, w, sidx);
       }
     }
     return;
   }
+  /* Tiles: one row of h x bw tiles. Other 1-D blocks: h rows of 1 x bw blocks. */
   const size_t bw = f->tile2d ? (size_t)f->tile2d : (size_t)f->block;
   const size_t nbc = (cols + bw - 1) / bw;
-  for (size_t b = 0; b < nbc; b++) {
-    const size_t c0 = b * bw;
-    const size_t w = cols - c0 < bw ? cols - c0 : bw;
-    const uint32_t *rr = rb ? rb + c0 : NULL;
-    if (w % 8 == 0)
-      block_vec(j, k, src + c0, cols, rr, r0, c0, h, w, bi * nbc + b, mode, gc);
-    else
-      ufp4_q_do_block(j, src + c0, rr, r0, c0, h, w, bi * nbc + b);
-  }
+  const size_t rows = f->tile2d ? 1 : h, bh = f->tile2d ? h : 1;
+  for (size_t i = 0; i < rows; i++)
+    for (size_t b = 0; b < nbc; b++) {
+      const size_t c0 = b * bw, o = i * cols + c0;
+      const size_t w = cols - c0 < bw ? cols - c0 : bw;
+      const size_t sidx = f->tile2d ? bi * nbc + b : (r0 + i) * nbc + b;
+      const uint32_t *rr = rb ? rb + o : NULL;
+      if (w % 8 == 0)
+        block_vec(j, k, src + o, cols, rr, r0 + i, c0, bh, w, sidx, mode, gc);
+      else
+        ufp4_q_do_block(j, src + o, rr, r0 + i, c0, bh, w, sidx);
+    }
 }
 
 #define BAND(M, G)                                                                                \
