@@ -639,51 +639,70 @@ AVX2 void ufp4_q_band_avx2(const ufp4_qjob *j, const float *src, const uint32_t 
   BANDS[j->f->round][gc](j, src, rb, r0, h, bi, fused_rht16);
 }
 
-/* Philox4x32-10 on 8 counters at once (philox.c is the reference): lane l runs quad q0 + l. */
-INL __m256i mulhi_epu32(__m256i a, __m256i m) {
-  __m256i ev = _mm256_srli_epi64(_mm256_mul_epu32(a, m), 32);
-  __m256i od = _mm256_mul_epu32(_mm256_srli_epi64(a, 32), m);
-  return _mm256_blend_epi32(ev, od, 0xAA);
+/* The 64-bit products c * m of the 8 lanes, as low and high words: two widening multiplies (even
+ * lanes, then odd lanes shifted down) instead of a mullo and an emulated mulhi. */
+INL void mul_wide_epu32(__m256i c, __m256i m, __m256i *lo, __m256i *hi) {
+  __m256i ev = _mm256_mul_epu32(c, m), od = _mm256_mul_epu32(_mm256_srli_epi64(c, 32), m);
+  *lo = _mm256_blend_epi32(ev, _mm256_slli_epi64(od, 32), 0xAA);
+  *hi = _mm256_blend_epi32(_mm256_srli_epi64(ev, 32), od, 0xAA);
 }
 
+/* Philox4x32-10 on PHILOX_GROUPS x 8 counters at once (philox.c is the reference): lane l of group
+ * g runs quad q0 + 8 g + l, and out receives the 32 PHILOX_GROUPS words in element order. The groups
+ * are independent chains of 10 rounds, interleaved so that one group's multiplies issue while
+ * another's wait on theirs. */
+#define PHILOX_GROUPS 2
 AVX2 static void philox8(uint64_t seed, uint64_t stream, uint64_t q0, uint32_t *out) {
-  uint32_t lo[8], hi[8];
-  for (int l = 0; l < 8; l++) {
-    lo[l] = (uint32_t)(q0 + (uint64_t)l);
-    hi[l] = (uint32_t)((q0 + (uint64_t)l) >> 32);
+  __m256i c0[PHILOX_GROUPS], c1[PHILOX_GROUPS], c2[PHILOX_GROUPS], c3[PHILOX_GROUPS];
+  for (int g = 0; g < PHILOX_GROUPS; g++) {
+    uint32_t lo[8], hi[8];
+    for (int l = 0; l < 8; l++) {
+      const uint64_t q = q0 + (uint64_t)(8 * g + l);
+      lo[l] = (uint32_t)q;
+      hi[l] = (uint32_t)(q >> 32);
+    }
+    c0[g] = _mm256_loadu_si256((const __m256i *)lo);
+    c1[g] = _mm256_loadu_si256((const __m256i *)hi);
+    c2[g] = _mm256_set1_epi32((int)(uint32_t)stream);
+    c3[g] = _mm256_set1_epi32((int)(uint32_t)(stream >> 32));
   }
-  __m256i c0 = _mm256_loadu_si256((const __m256i *)lo), c1 = _mm256_loadu_si256((const __m256i *)hi);
-  __m256i c2 = _mm256_set1_epi32((int)(uint32_t)stream), c3 = _mm256_set1_epi32((int)(uint32_t)(stream >> 32));
   uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
   const __m256i m0 = _mm256_set1_epi32((int)0xD2511F53u), m1 = _mm256_set1_epi32((int)0xCD9E8D57u);
   for (int round = 0; round < 10; round++) {
-    __m256i h0 = mulhi_epu32(c0, m0), l0 = _mm256_mullo_epi32(c0, m0);
-    __m256i h1 = mulhi_epu32(c2, m1), l1 = _mm256_mullo_epi32(c2, m1);
-    __m256i n0 = _mm256_xor_si256(_mm256_xor_si256(h1, c1), _mm256_set1_epi32((int)k0));
-    __m256i n2 = _mm256_xor_si256(_mm256_xor_si256(h0, c3), _mm256_set1_epi32((int)k1));
-    c0 = n0;
-    c1 = l1;
-    c2 = n2;
-    c3 = l0;
+    const __m256i kk0 = _mm256_set1_epi32((int)k0), kk1 = _mm256_set1_epi32((int)k1);
+#pragma GCC unroll 4
+    for (int g = 0; g < PHILOX_GROUPS; g++) {
+      __m256i l0, h0, l1, h1;
+      mul_wide_epu32(c0[g], m0, &l0, &h0);
+      mul_wide_epu32(c2[g], m1, &l1, &h1);
+      c0[g] = _mm256_xor_si256(_mm256_xor_si256(h1, c1[g]), kk0);
+      c2[g] = _mm256_xor_si256(_mm256_xor_si256(h0, c3[g]), kk1);
+      c1[g] = l1;
+      c3[g] = l0;
+    }
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
-  /* Lane l holds words 0..3 of quad q0 + l in c0..c3: interleave to element order. */
-  __m256i a = _mm256_unpacklo_epi32(c0, c1), b = _mm256_unpackhi_epi32(c0, c1);
-  __m256i c = _mm256_unpacklo_epi32(c2, c3), d = _mm256_unpackhi_epi32(c2, c3);
-  __m256i q04 = _mm256_unpacklo_epi64(a, c), q15 = _mm256_unpackhi_epi64(a, c);
-  __m256i q26 = _mm256_unpacklo_epi64(b, d), q37 = _mm256_unpackhi_epi64(b, d);
-  _mm256_storeu_si256((__m256i *)out, _mm256_permute2x128_si256(q04, q15, 0x20));
-  _mm256_storeu_si256((__m256i *)(out + 8), _mm256_permute2x128_si256(q26, q37, 0x20));
-  _mm256_storeu_si256((__m256i *)(out + 16), _mm256_permute2x128_si256(q04, q15, 0x31));
-  _mm256_storeu_si256((__m256i *)(out + 24), _mm256_permute2x128_si256(q26, q37, 0x31));
+  for (int g = 0; g < PHILOX_GROUPS; g++) {
+    /* Lane l holds words 0..3 of its quad in c0..c3: interleave to element order. */
+    uint32_t *o = out + 32 * g;
+    __m256i a = _mm256_unpacklo_epi32(c0[g], c1[g]), b = _mm256_unpackhi_epi32(c0[g], c1[g]);
+    __m256i c = _mm256_unpacklo_epi32(c2[g], c3[g]), d = _mm256_unpackhi_epi32(c2[g], c3[g]);
+    __m256i q04 = _mm256_unpacklo_epi64(a, c), q15 = _mm256_unpackhi_epi64(a, c);
+    __m256i q26 = _mm256_unpacklo_epi64(b, d), q37 = _mm256_unpackhi_epi64(b, d);
+    _mm256_storeu_si256((__m256i *)o, _mm256_permute2x128_si256(q04, q15, 0x20));
+    _mm256_storeu_si256((__m256i *)(o + 8), _mm256_permute2x128_si256(q26, q37, 0x20));
+    _mm256_storeu_si256((__m256i *)(o + 16), _mm256_permute2x128_si256(q04, q15, 0x31));
+    _mm256_storeu_si256((__m256i *)(o + 24), _mm256_permute2x128_si256(q26, q37, 0x31));
+  }
 }
 
 AVX2 void ufp4_q_fill_rbits_avx2(uint64_t seed, uint64_t stream, uint64_t idx0, size_t n, uint32_t *out) {
+  const size_t step = 32 * PHILOX_GROUPS;
   size_t i = 0;
   uint64_t idx = idx0;
   while (i < n && (idx & 3)) out[i++] = ufp4_philox_u32(seed, stream, idx++);
-  for (; i + 32 <= n; i += 32, idx += 32) philox8(seed, stream, idx >> 2, out + i);
+  for (; i + step <= n; i += step, idx += step) philox8(seed, stream, idx >> 2, out + i);
   while (i < n) out[i++] = ufp4_philox_u32(seed, stream, idx++);
 }
 
