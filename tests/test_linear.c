@@ -204,6 +204,52 @@ static void test_threads_bit_identical(void **state) {
   free(o);
 }
 
+/* The shared-input calls give the bits of one call per projection, whether X is prepared once (RNE
+ * operands) or per projection (X under SR, where each projection's own stream draws its bits: a
+ * shared X would be caught here because the three projections have different streams). */
+static void check_shared(const char *spec) {
+  enum { P = 3 };
+  const size_t outs[P] = {OUT, OUT / 2, OUT / 4};
+  operands *o = make_operands();
+  ufp4_recipe r;
+  assert_int_equal(ufp4_recipe_parse(spec, &r), 0);
+  float signs[16];
+  ufp4_rht_signs_random(signs, 16, 3);
+  ufp4_linear_ctx ctx[P];
+  for (int i = 0; i < P; i++) {
+    ctx[i] = ctx_for(&r, signs);
+    ctx[i].stream.proj = (uint32_t)i;
+  }
+  float *scratch = malloc(ufp4_linear_scratch_floats(N, IN, OUT) * sizeof(float));
+  static float Y[2][P][N * OUT], dX[2][N * IN], dW[2][P][OUT * IN];
+  memset(Y, 0, sizeof Y);
+  memset(dX, 0, sizeof dX);
+  memset(dW, 0, sizeof dW);
+  for (int i = 0; i < P; i++) {
+    assert_int_equal(ufp4_linear_forward(&ctx[i], o->X, o->W, Y[0][i], N, IN, outs[i], scratch), 0);
+    assert_int_equal(ufp4_linear_backward(&ctx[i], o->dY, o->X, o->W, dX[0], dW[0][i], N, IN, outs[i], scratch), 0);
+  }
+  /* W and dY of projection i: the first outs[i] rows of W; dY with row stride outs[i]. */
+  const float *w[P] = {o->W, o->W, o->W}, *dy[P] = {o->dY, o->dY, o->dY};
+  float *y[P] = {Y[1][0], Y[1][1], Y[1][2]}, *dw[P] = {dW[1][0], dW[1][1], dW[1][2]};
+  assert_int_equal(ufp4_linear_forward_shared(ctx, P, o->X, w, y, N, IN, outs, scratch), 0);
+  assert_int_equal(ufp4_linear_backward_shared(ctx, P, dy, o->X, w, dX[1], dw, N, IN, outs, scratch), 0);
+  for (int i = 0; i < P; i++) {
+    assert_memory_equal(Y[0][i], Y[1][i], N * outs[i] * sizeof(float));
+    assert_memory_equal(dW[0][i], dW[1][i], outs[i] * IN * sizeof(float));
+  }
+  assert_memory_equal(dX[0], dX[1], sizeof dX[0]);
+  free(scratch);
+  free(o);
+}
+
+static void test_shared_input_fp32(void **s) { (void)s; check_shared("fp32"); }
+static void test_shared_input_bf16(void **s) { (void)s; check_shared("bf16"); }
+static void test_shared_input_e2m1(void **s) { (void)s; check_shared("e2m1"); }
+static void test_shared_input_ufp4(void **s) { (void)s; check_shared("ufp4"); }
+static void test_shared_input_nvfp4(void **s) { (void)s; check_shared("nvfp4"); }
+static void test_shared_input_sr_all(void **s) { (void)s; check_shared("ufp4,sr=all"); }
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fp32_recipe_is_plain_fp32),
@@ -213,6 +259,12 @@ int main(void) {
       cmocka_unit_test(test_mxfp4_against_reference),
       cmocka_unit_test(test_error_magnitudes_by_precision),
       cmocka_unit_test(test_threads_bit_identical),
+      cmocka_unit_test(test_shared_input_fp32),
+      cmocka_unit_test(test_shared_input_bf16),
+      cmocka_unit_test(test_shared_input_e2m1),
+      cmocka_unit_test(test_shared_input_ufp4),
+      cmocka_unit_test(test_shared_input_nvfp4),
+      cmocka_unit_test(test_shared_input_sr_all),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

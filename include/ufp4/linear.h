@@ -74,6 +74,20 @@ int ufp4_linear_dgrad(const ufp4_linear_ctx *ctx, const float *dY, const float *
 int ufp4_linear_wgrad(const ufp4_linear_ctx *ctx, const float *dY, const float *X, float *dW, size_t n, size_t in,
                       size_t out, float *scratch);
 
+/* Projections i < n_proj that read the same input X (a block's q, k and v; gate and up), each under
+ * its own ctx[i] with its own W[i] [out[i], in]: the results, bits included, are those of n_proj
+ * calls of ufp4_linear_forward (Y[i] = X W[i]^T), and of ufp4_linear_backward (dX += dY[i] W[i] in
+ * order i = 0, 1, ...; dW[i] += dY[i]^T X). The difference is cost: when every projection rounds X
+ * to the same bits -- the same recipe, precision and RHT signs, no probe, and X's operand not under
+ * stochastic rounding (whose bits come from each projection's own stream) -- X is prepared once for
+ * Fprop and X^T once for Wgrad instead of once per projection. Otherwise these loop over the single
+ * calls. scratch: ufp4_linear_scratch_floats(n, in, max out[i]) floats. */
+int ufp4_linear_forward_shared(const ufp4_linear_ctx *ctx, int n_proj, const float *X, const float *const *W,
+                               float *const *Y, size_t n, size_t in, const size_t *out, float *scratch);
+int ufp4_linear_backward_shared(const ufp4_linear_ctx *ctx, int n_proj, const float *const *dY, const float *X,
+                                const float *const *W, float *dX, float *const *dW, size_t n, size_t in,
+                                const size_t *out, float *scratch);
+
 /* Out-of-place transpose: dst [cols, rows] = src [rows, cols]^T. */
 void ufp4_transpose(const float *src, float *dst, size_t rows, size_t cols);
 

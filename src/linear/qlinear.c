@@ -83,55 +83,124 @@ static int probe_gemm(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, const float 
   return rc;
 }
 
+/* The elapsed seconds since *t0 go to *acc; *t0 moves on. */
+static void lap(const ufp4_linear_ctx *ctx, double *t0, int prepare) {
+  if (!ctx->times) return;
+  double t = ufp4_now_s();
+  *(prepare ? &ctx->times->prepare : &ctx->times->gemm) += t - *t0;
+  *t0 = t;
+}
+
 /* C [m, n2] (+)= A' B'^T where A' is A [m, k] (or A^T when ta) and B' likewise, each rounded by the
- * recipe as operands opa and opb of GEMM g. */
+ * recipe as operands opa and opb of GEMM g. An operand shared by several projections
+ * (ufp4_linear_*_shared) comes prepared: a_ready or b_ready is then A' or B', and A or B is not
+ * read. A' is prepared at scratch[0 .. m k), B' after it unless it is shared. */
 static int gemm(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, ufp4_operand opa, const float *A, int ta,
                 ufp4_operand opb, const float *B, int tb, float *C, size_t m, size_t n2, size_t k, float beta,
-                float *scratch) {
-  const int timed = ctx->times != NULL;
-  double t0 = timed ? ufp4_now_s() : 0.0, t1 = t0;
+                float *scratch, const float *a_ready, const float *b_ready) {
+  double t0 = ctx->times ? ufp4_now_s() : 0.0;
   if (layer_precision(ctx) == UFP4_PREC_FP32 && !(ta && !tb)) {
     /* No rounding: the stored operands feed the GEMM directly, in their natural orientation. */
     if (!ta && !tb) ufp4_sgemm_abt(A, B, C, m, n2, k, beta);
     else if (!ta) ufp4_sgemm_ab(A, B, C, m, n2, k, beta);
     else ufp4_sgemm_atb(A, B, C, m, n2, k, beta);
-    if (timed) ctx->times->gemm += ufp4_now_s() - t0;
+    lap(ctx, &t0, 0);
     return 0;
   }
-  float *a = scratch, *b = scratch + m * k;
+  const float *a = a_ready ? a_ready : scratch, *b = b_ready ? b_ready : scratch + m * k;
   int rc;
   if (layer_precision(ctx) == UFP4_PREC_FP32) { /* A^T B^T: not an orientation gemm.h has */
-    ufp4_transpose(A, a, k, m);
-    memcpy(b, B, n2 * k * sizeof *b);
-  } else if ((rc = prepare(ctx, opa, A, ta, m, k, a)) || (rc = prepare(ctx, opb, B, tb, n2, k, b))) {
+    ufp4_transpose(A, scratch, k, m);
+    memcpy(scratch + m * k, B, n2 * k * sizeof *scratch);
+  } else if ((!a_ready && (rc = prepare(ctx, opa, A, ta, m, k, scratch))) ||
+             (!b_ready && (rc = prepare(ctx, opb, B, tb, n2, k, scratch + m * k)))) {
     return rc;
   }
   if (ctx->probe && ctx->probe->gemm && layer_precision(ctx) != UFP4_PREC_FP32 &&
       (rc = probe_gemm(ctx, g, A, ta, B, tb, m, n2, k, a, b)))
     return rc;
-  if (timed) t1 = ufp4_now_s();
+  lap(ctx, &t0, 1);
   ufp4_sgemm_abt(a, b, C, m, n2, k, beta);
-  if (timed) {
-    double t2 = ufp4_now_s();
-    ctx->times->prepare += t1 - t0;
-    ctx->times->gemm += t2 - t1;
+  lap(ctx, &t0, 0);
+  return 0;
+}
+
+/* 1 when operand op, read by every projection of ctx[0 .. n_proj-1], is rounded to the same bits in
+ * each: the same recipe, precision and RHT signs, no probe (it reports each projection's operand),
+ * and not stochastic rounding, whose bits come from each projection's own stream. */
+static int shares(const ufp4_linear_ctx *ctx, int n_proj, ufp4_operand op) {
+  const ufp4_precision p = layer_precision(&ctx[0]);
+  if (p == UFP4_PREC_FP32 || ctx[0].probe) return 0;
+  if (p == UFP4_PREC_FP4 && ufp4_round_is_stochastic(ufp4_recipe_operand_format(ctx[0].recipe, op).round)) return 0;
+  for (int i = 1; i < n_proj; i++)
+    if (layer_precision(&ctx[i]) != p || ctx[i].recipe != ctx[0].recipe || ctx[i].rht_signs != ctx[0].rht_signs ||
+        ctx[i].probe)
+      return 0;
+  return 1;
+}
+
+int ufp4_linear_forward_shared(const ufp4_linear_ctx *ctx, int n_proj, const float *X, const float *const *W,
+                               float *const *Y, size_t n, size_t in, const size_t *out, float *scratch) {
+  int rc;
+  if (!shares(ctx, n_proj, UFP4_OP_FPROP_X)) {
+    for (int i = 0; i < n_proj; i++)
+      if ((rc = ufp4_linear_forward(&ctx[i], X, W[i], Y[i], n, in, out[i], scratch))) return rc;
+    return 0;
   }
+  /* X' [n, in] at the start of the scratch, as gemm() lays out its first operand. */
+  double t0 = ctx[0].times ? ufp4_now_s() : 0.0;
+  if ((rc = prepare(&ctx[0], UFP4_OP_FPROP_X, X, 0, n, in, scratch))) return rc;
+  lap(&ctx[0], &t0, 1);
+  for (int i = 0; i < n_proj; i++)
+    if ((rc = gemm(&ctx[i], UFP4_FPROP, UFP4_OP_FPROP_X, X, 0, UFP4_OP_FPROP_W, W[i], 0, Y[i], n, out[i], in, 0.0f,
+                   scratch, scratch, NULL)))
+      return rc;
+  return 0;
+}
+
+int ufp4_linear_backward_shared(const ufp4_linear_ctx *ctx, int n_proj, const float *const *dY, const float *X,
+                                const float *const *W, float *dX, float *const *dW, size_t n, size_t in,
+                                const size_t *out, float *scratch) {
+  int rc;
+  if (!shares(ctx, n_proj, UFP4_OP_WGRAD_X)) {
+    for (int i = 0; i < n_proj; i++)
+      if ((rc = ufp4_linear_backward(&ctx[i], dY[i], X, W[i], dX, dW[i], n, in, out[i], scratch))) return rc;
+    return 0;
+  }
+  /* Dgrad of every projection first, accumulating into dX in projection order as the unshared
+   * calls do; then Wgrad, dW_i [out_i, in] += A_i B^T with A_i = dY_i^T [out_i, n] and the shared
+   * B = X^T [in, n], prepared once after room for the largest A_i. */
+  if (dX)
+    for (int i = 0; i < n_proj; i++)
+      if ((rc = ufp4_linear_dgrad(&ctx[i], dY[i], W[i], dX, n, in, out[i], scratch))) return rc;
+  size_t out_max = 0;
+  for (int i = 0; i < n_proj; i++) out_max = out[i] > out_max ? out[i] : out_max;
+  float *xt = scratch + out_max * n;
+  double t0 = ctx[0].times ? ufp4_now_s() : 0.0;
+  if ((rc = prepare(&ctx[0], UFP4_OP_WGRAD_X, X, 1, in, n, xt))) return rc;
+  lap(&ctx[0], &t0, 1);
+  for (int i = 0; i < n_proj; i++)
+    if ((rc = gemm(&ctx[i], UFP4_WGRAD, UFP4_OP_WGRAD_DY, dY[i], 1, UFP4_OP_WGRAD_X, X, 1, dW[i], out[i], in, n, 1.0f,
+                   scratch, NULL, xt)))
+      return rc;
   return 0;
 }
 
 int ufp4_linear_forward(const ufp4_linear_ctx *ctx, const float *X, const float *W, float *Y, size_t n,
                         size_t in, size_t out, float *scratch) {
-  return gemm(ctx, UFP4_FPROP, UFP4_OP_FPROP_X, X, 0, UFP4_OP_FPROP_W, W, 0, Y, n, out, in, 0.0f, scratch);
+  return gemm(ctx, UFP4_FPROP, UFP4_OP_FPROP_X, X, 0, UFP4_OP_FPROP_W, W, 0, Y, n, out, in, 0.0f, scratch, NULL, NULL);
 }
 
 int ufp4_linear_dgrad(const ufp4_linear_ctx *ctx, const float *dY, const float *W, float *dX, size_t n, size_t in,
                       size_t out, float *scratch) {
-  return gemm(ctx, UFP4_DGRAD, UFP4_OP_DGRAD_DY, dY, 0, UFP4_OP_DGRAD_W, W, 1, dX, n, in, out, 1.0f, scratch);
+  return gemm(ctx, UFP4_DGRAD, UFP4_OP_DGRAD_DY, dY, 0, UFP4_OP_DGRAD_W, W, 1, dX, n, in, out, 1.0f, scratch, NULL,
+              NULL);
 }
 
 int ufp4_linear_wgrad(const ufp4_linear_ctx *ctx, const float *dY, const float *X, float *dW, size_t n, size_t in,
                       size_t out, float *scratch) {
-  return gemm(ctx, UFP4_WGRAD, UFP4_OP_WGRAD_DY, dY, 1, UFP4_OP_WGRAD_X, X, 1, dW, out, in, n, 1.0f, scratch);
+  return gemm(ctx, UFP4_WGRAD, UFP4_OP_WGRAD_DY, dY, 1, UFP4_OP_WGRAD_X, X, 1, dW, out, in, n, 1.0f, scratch, NULL,
+              NULL);
 }
 
 int ufp4_linear_backward(const ufp4_linear_ctx *ctx, const float *dY, const float *X, const float *W,

@@ -511,11 +511,15 @@ static int forward(ufp4_model *m, const int32_t *tokens, const int32_t *targets,
     float *y = m->resid + (size_t)(l + 1) * BT * C;
     layer_ctx pc = layer_ctxs(m, l);
     CHECK(ufp4_rmsnorm_forward(a->ln1, a->rstd1, x, w[LN1], (int)BT, C, c->rms_eps));
-    CHECK(ufp4_linear_forward(&pc.q, a->ln1, w[WQ], m->tmp_q, BT, C, QD, m->lin_scratch));
+    {
+      const ufp4_linear_ctx qkv[3] = {pc.q, pc.k, pc.v};
+      const float *wq[3] = {w[WQ], w[WK], w[WV]};
+      float *yq[3] = {m->tmp_q, m->tmp_k, a->v};
+      const size_t oq[3] = {(size_t)QD, (size_t)KV, (size_t)KV};
+      CHECK(ufp4_linear_forward_shared(qkv, 3, a->ln1, wq, yq, BT, C, oq, m->lin_scratch));
+    }
     CHECK(ufp4_rope_forward(a->q, m->tmp_q, m->rope_cos, m->rope_sin, B, T, H, D));
-    CHECK(ufp4_linear_forward(&pc.k, a->ln1, w[WK], m->tmp_k, BT, C, KV, m->lin_scratch));
     CHECK(ufp4_rope_forward(a->k, m->tmp_k, m->rope_cos, m->rope_sin, B, T, KVH, D));
-    CHECK(ufp4_linear_forward(&pc.v, a->ln1, w[WV], a->v, BT, C, KV, m->lin_scratch));
     double ta = tick(m);
     CHECK(ufp4_attention_forward(a->ao, a->att, a->q, a->k, a->v, B, T, H, KVH, D));
     if (m->timing) m->times.attention += ufp4_now_s() - ta;
@@ -527,8 +531,13 @@ static int forward(ufp4_model *m, const int32_t *tokens, const int32_t *targets,
       CHECK(ufp4_residual_forward(y, a->mid, m->tmp_c, BT * C));
       continue;
     }
-    CHECK(ufp4_linear_forward(&pc.gate, a->ln2, w[WG], a->gate, BT, C, F, m->lin_scratch));
-    CHECK(ufp4_linear_forward(&pc.up, a->ln2, w[WU], a->up, BT, C, F, m->lin_scratch));
+    {
+      const ufp4_linear_ctx gu[2] = {pc.gate, pc.up};
+      const float *wg[2] = {w[WG], w[WU]};
+      float *yg[2] = {a->gate, a->up};
+      const size_t og[2] = {(size_t)F, (size_t)F};
+      CHECK(ufp4_linear_forward_shared(gu, 2, a->ln2, wg, yg, BT, C, og, m->lin_scratch));
+    }
     CHECK(ufp4_swiglu_forward(a->act, a->gate, a->up, (int)BT, F));
     CHECK(ufp4_linear_forward(&pc.down, a->act, w[WD], m->tmp_c, BT, F, C, m->lin_scratch));
     CHECK(ufp4_residual_forward(y, a->mid, m->tmp_c, BT * C));
@@ -585,10 +594,11 @@ static int backward(ufp4_model *m, float dloss) {
       memset(m->d_gate, 0, BT * F * sizeof(float));
       memset(m->d_up, 0, BT * F * sizeof(float));
       CHECK(ufp4_swiglu_backward(m->d_gate, m->d_up, m->d_act, a->gate, a->up, (int)BT, F));
-      CHECK(ufp4_linear_backward(&pc.gate, m->d_gate, a->ln2, w[WG], m->d_ln, g[WG], BT, C, F,
-                                 m->lin_scratch));
-      CHECK(ufp4_linear_backward(&pc.up, m->d_up, a->ln2, w[WU], m->d_ln, g[WU], BT, C, F,
-                                 m->lin_scratch));
+      const ufp4_linear_ctx gu[2] = {pc.gate, pc.up};
+      const float *dyg[2] = {m->d_gate, m->d_up}, *wg[2] = {w[WG], w[WU]};
+      float *dwg[2] = {g[WG], g[WU]};
+      const size_t og[2] = {(size_t)F, (size_t)F};
+      CHECK(ufp4_linear_backward_shared(gu, 2, dyg, a->ln2, wg, m->d_ln, dwg, BT, C, og, m->lin_scratch));
     }
     CHECK(ufp4_rmsnorm_backward(m->d_resid, g[LN2], m->d_ln, a->mid, w[LN2], a->rstd2, (int)BT, C));
     /* Attention half: d_resid now holds dL/d(mid). */
@@ -607,12 +617,13 @@ static int backward(ufp4_model *m, float dloss) {
     CHECK(ufp4_rope_backward(m->d_qpre, m->d_q, m->rope_cos, m->rope_sin, B, T, H, D));
     CHECK(ufp4_rope_backward(m->d_kpre, m->d_k, m->rope_cos, m->rope_sin, B, T, KVH, D));
     memset(m->d_ln, 0, BT * C * sizeof(float));
-    CHECK(ufp4_linear_backward(&pc.q, m->d_qpre, a->ln1, w[WQ], m->d_ln, g[WQ], BT, C, QD,
-                               m->lin_scratch));
-    CHECK(ufp4_linear_backward(&pc.k, m->d_kpre, a->ln1, w[WK], m->d_ln, g[WK], BT, C, KV,
-                               m->lin_scratch));
-    CHECK(ufp4_linear_backward(&pc.v, m->d_v, a->ln1, w[WV], m->d_ln, g[WV], BT, C, KV,
-                               m->lin_scratch));
+    {
+      const ufp4_linear_ctx qkv[3] = {pc.q, pc.k, pc.v};
+      const float *dyq[3] = {m->d_qpre, m->d_kpre, m->d_v}, *wq[3] = {w[WQ], w[WK], w[WV]};
+      float *dwq[3] = {g[WQ], g[WK], g[WV]};
+      const size_t oq[3] = {(size_t)QD, (size_t)KV, (size_t)KV};
+      CHECK(ufp4_linear_backward_shared(qkv, 3, dyq, a->ln1, wq, m->d_ln, dwq, BT, C, oq, m->lin_scratch));
+    }
     CHECK(ufp4_rmsnorm_backward(m->d_resid, g[LN1], m->d_ln, x, w[LN1], a->rstd1, (int)BT, C));
   }
   CHECK(ufp4_embedding_backward(m->g_embed, m->d_resid, m->tokens, (int)BT, V, C));
