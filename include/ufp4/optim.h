@@ -37,7 +37,8 @@ double ufp4_grad_norm(const float *g, size_t n);
 
 /* One AdamW update of n parameters at 1-based step t with learning rate lr; decay[i] says whether
  * parameter i decays, given per segment: segments [seg_start[s], seg_start[s+1]) with seg_decay[s].
- * g is scaled by `gscale` first (clipping). */
+ * g is scaled by `gscale` first (clipping). The same bits at any thread count and with or without
+ * the AVX2 kernel (the update is elementwise, in float, without fused multiply-adds). */
 void ufp4_adamw_step(float *p, const float *g, float *m, float *v, size_t n, const ufp4_adamw_config *c,
                      double lr, int t, float gscale, const size_t *seg_start, const uint8_t *seg_decay,
                      int n_segments);

@@ -2,6 +2,9 @@
 
 #include "ufp4/optim.h"
 
+#include "core/cpu.h"
+#include "training/adamw_internal.h"
+
 ufp4_adamw_config ufp4_adamw_default(void) {
   ufp4_adamw_config c = {.lr = 1e-3,
                          .min_lr = 1e-4,
@@ -45,24 +48,56 @@ double ufp4_grad_norm(const float *g, size_t n) {
   return sqrt(total);
 }
 
+void ufp4_adamw_span_ref(float *p, const float *g, float *m, float *v, size_t n, const ufp4_adamw_consts *k,
+                         float wd) {
+  const float b1 = k->b1, b2 = k->b2, eps = k->eps, bc1 = k->bc1, bc2 = k->bc2, flr = k->lr, gscale = k->gscale;
+  for (size_t i = 0; i < n; i++) {
+    float gi = g[i] * gscale;
+    float mi = b1 * m[i] + (1 - b1) * gi;
+    float vi = b2 * v[i] + (1 - b2) * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    float mhat = mi / bc1, vhat = vi / bc2;
+    p[i] -= flr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
+  }
+}
+
+/* Parameters per unit of work: one parallel region over the whole update, in chunks that may
+ * straddle segments, instead of one region per tensor (a model of 16 blocks of d_model 64 has 147
+ * tensors, many of 64 parameters). */
+#define ADAMW_CHUNK 16384
+
 void ufp4_adamw_step(float *p, const float *g, float *m, float *v, size_t n, const ufp4_adamw_config *c,
                      double lr, int t, float gscale, const size_t *seg_start, const uint8_t *seg_decay,
                      int n_segments) {
-  const float b1 = (float)c->beta1, b2 = (float)c->beta2, eps = (float)c->eps;
-  const float bc1 = (float)(1 - pow(c->beta1, t)), bc2 = (float)(1 - pow(c->beta2, t));
-  const float flr = (float)lr;
-  for (int s = 0; s < n_segments; s++) {
-    const size_t b = seg_start[s], e = s + 1 < n_segments ? seg_start[s + 1] : n;
-    const float wd = seg_decay[s] ? (float)c->weight_decay : 0.0f;
+  const ufp4_adamw_consts k = {.b1 = (float)c->beta1,
+                               .b2 = (float)c->beta2,
+                               .eps = (float)c->eps,
+                               .bc1 = (float)(1 - pow(c->beta1, t)),
+                               .bc2 = (float)(1 - pow(c->beta2, t)),
+                               .lr = (float)lr,
+                               .gscale = gscale};
+  const float wd = (float)c->weight_decay;
+  const int simd = ufp4_simd_enabled();
+  const size_t chunks = (n + ADAMW_CHUNK - 1) / ADAMW_CHUNK;
 #pragma omp parallel for schedule(static)
-    for (size_t i = b; i < e; i++) {
-      float gi = g[i] * gscale;
-      float mi = b1 * m[i] + (1 - b1) * gi;
-      float vi = b2 * v[i] + (1 - b2) * gi * gi;
-      m[i] = mi;
-      v[i] = vi;
-      float mhat = mi / bc1, vhat = vi / bc2;
-      p[i] -= flr * (mhat / (sqrtf(vhat) + eps) + wd * p[i]);
+  for (size_t ci = 0; ci < chunks; ci++) {
+    const size_t b = ci * ADAMW_CHUNK, e = b + ADAMW_CHUNK < n ? b + ADAMW_CHUNK : n;
+    /* The last segment starting at or before b, then each segment's part of [b, e); parameters
+     * before the first segment are not updated. */
+    int s = 0;
+    while (s + 1 < n_segments && seg_start[s + 1] <= b) s++;
+    size_t i = n_segments > 0 && seg_start[0] > b ? seg_start[0] : b;
+    for (; n_segments > 0 && i < e; s++) {
+      const size_t se = s + 1 < n_segments && seg_start[s + 1] < e ? seg_start[s + 1] : e;
+      const float w = seg_decay[s] ? wd : 0.0f;
+#ifdef UFP4_HAVE_X86
+      if (simd) ufp4_adamw_span_avx2(p + i, g + i, m + i, v + i, se - i, &k, w);
+      else
+#endif
+        ufp4_adamw_span_ref(p + i, g + i, m + i, v + i, se - i, &k, w);
+      i = se;
     }
   }
+  (void)simd;
 }
