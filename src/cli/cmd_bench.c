@@ -39,7 +39,8 @@ static void usage(FILE *out) {
           "  --warmup N          train: untimed steps first (default 1)\n"
           "  --config WHICH      train: llmc, small, both, moe (small and its MoE twin at equal active\n"
           "                      parameters), small-deep (the study's small deep models: make-run's\n"
-          "                      L=2 d=128, 4x128 on bytes, 16x64) or make-run alone; default both\n"
+          "                      L=2 d=128, 4x128 on bytes, 16x64) or one of them (make-run, 4x128, 16x64);\n"
+          "                      default both\n"
           "  --recipes LIST      train: comma-separated recipes (default fp32,bf16,e2m1,nvfp4,ufp4)\n"
           "  --no-rss            train: measure in this process (no fork, no peak RSS)\n");
 }
@@ -151,8 +152,13 @@ static int parse_config(const char *v, ufp4_bench_train_opts *t) {
     t->configs = 8 | 16 | 32;
   else if (!strcmp(v, "make-run"))
     t->configs = 8;
+  else if (!strcmp(v, "4x128"))
+    t->configs = 16;
+  else if (!strcmp(v, "16x64"))
+    t->configs = 32;
   else {
-    fprintf(stderr, "ufp4 bench: --config: '%s' is not llmc, small, both, moe, small-deep or make-run\n", v);
+    fprintf(stderr, "ufp4 bench: --config: '%s' is not llmc, small, both, moe, small-deep, make-run, 4x128 or 16x64\n",
+            v);
     return -1;
   }
   return 0;
