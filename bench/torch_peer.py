@@ -471,7 +471,10 @@ def check_quantizer(ufp4, fq=fake_quant):
 
 
 def require_agreement(ufp4):
-    cases = check_quantizer(ufp4)
+    try:
+        cases = check_quantizer(ufp4)
+    except (RuntimeError, OSError) as e:
+        sys.exit(f"torch_peer: the quantizer check could not run: {e}")
     failed = [(n, e) for n, e in cases if e]
     for n, e in cases:
         print(f"  {'FAIL' if e else 'ok  '} {n}{': ' + e if e else ''}")
