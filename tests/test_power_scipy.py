@@ -14,20 +14,15 @@ Tolerances, each the stated accuracy of ufp4/power.h plus the reference's own er
   MDD          relative 1e-8 (its power equals the target to 1e-10)
 Exit 77 (skip) when SciPy is missing, but 1 when CI is set: CI installs it (scripts/setup.sh)."""
 import math
-import os
 import random
 import subprocess
 import sys
 import warnings
 
-try:
-    from scipy import optimize, stats
-except ImportError:
-    if os.environ.get("CI"):
-        print("FAIL: scipy is missing, and CI must run this test (Debian python3-scipy)")
-        sys.exit(1)
-    print("skipped: scipy is not installed (Debian python3-scipy, scripts/setup.sh --test)")
-    sys.exit(77)
+from system_python import import_or_skip
+
+import_or_skip("scipy", "python3-scipy")
+from scipy import optimize, stats  # noqa: E402
 
 warnings.simplefilter("ignore")  # SciPy warns on the cases where Boost gives up (skipped below)
 rng = random.Random(20240607)
