@@ -490,9 +490,9 @@ def require_agreement(ufp4):
 
 def run_ufp4_bench(ufp4, configs, warmup, steps, work):
     """`ufp4 bench train` on the small-deep configs; {(config key, recipe): its JSON row} and the
-    raw JSON. make-run alone has its own --config; any other choice runs all three (the bench has
-    no finer switch) and keeps the chosen rows."""
-    which = "make-run" if configs == ["make-run"] else "small-deep"
+    raw JSON. One config runs alone (`--config make-run`, `4x128` or `16x64`); several run as
+    small-deep, and the chosen rows are kept."""
+    which = configs[0] if len(configs) == 1 else "small-deep"
     out = os.path.join(work, "ufp4-train.json")
     cmd = [ufp4, "bench", "train", "--config", which, "--recipes", ",".join(RECIPES), "--steps", str(steps),
            "--warmup", str(warmup), "--json", out]
