@@ -252,16 +252,21 @@ static int gap_plot(ufp4_report *r, const char *plot_dir, rpt_plot *plots, size_
   snprintf(text, sizeof text, "L - L_%s, same seed (nats, smoothed)", r->baseline);
   gp_quote(&b, text);
   ufp4_strbuf_puts(&b, "\nplot ");
+  /* Every band first, then every line, so that no band hides a line. */
+  ufp4_strbuf lines = {0};
   int rc = 0, first = 1;
   for (size_t k = 0; k < r->n_recipes && !rc; k++) {
     int written = 0;
     if ((int)k == r->baseline_idx || (rc = gap_data(r, plot_dir, k, &written)) || !written) continue;
-    ufp4_strbuf_printf(&b, "%s'gap_r%zu.dat' using 1:3:4 with filledcurves lc %zu notitle, \\\n"
-                       "     'gap_r%zu.dat' using 1:2 with lines lw 2 lc %zu title ",
-                       first ? "" : ", \\\n     ", k, k + 1, k, k + 1);
-    gp_quote(&b, r->recipes[k].recipe);
+    ufp4_strbuf_printf(&b, "%s'gap_r%zu.dat' using 1:3:4 with filledcurves lc %zu notitle", first ? "" : ", \\\n     ",
+                       k, k + 1);
+    ufp4_strbuf_printf(&lines, ", \\\n     'gap_r%zu.dat' using 1:2 with lines lw 2 lc %zu title ", k, k + 1);
+    gp_quote(&lines, r->recipes[k].recipe);
     first = 0;
   }
+  if (lines.s) ufp4_strbuf_puts(&b, lines.s);
+  b.oom |= lines.oom;
+  ufp4_strbuf_free(&lines);
   ufp4_strbuf_puts(&b, "\n");
   if (!rc && !first && !b.oom) rc = write_script(plot_dir, "gap", b.s, 900, 520);
   free(b.s);

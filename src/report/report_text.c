@@ -120,14 +120,17 @@ static void target_sentence(const ufp4_report *r, void (*emit)(void *, const cha
     too_many += p->need == UFP4_REPORT_NEED_TOO_MANY;
     no_spread += p->need == UFP4_REPORT_NEED_NO_SPREAD;
   }
-  char s[512], n[80] = "";
+  char s[768], n[80] = "", more[160] = "", flat[96] = "";
   if (g.any) range_text(&g, 1, "%.0f", n, sizeof n);
+  if (too_many) snprintf(more, sizeof more, "; %zu pair%s more than %d", too_many, too_many == 1 ? " needs" : "s need",
+                         UFP4_REPORT_MAX_SEEDS);
+  if (no_spread) snprintf(flat, sizeof flat, "; %zu pair%s no spread, so no count", no_spread, no_spread == 1 ? " has" : "s have");
   snprintf(s, sizeof s,
-           "Target effect %g pp of relative error: at %.0f%% power and alpha %.2g, the spread each "
-           "pair showed needs %s%s seeds%s%s (per pair in the relative-error matrix).",
-           r->target_effect, UFP4_REPORT_POWER * 100, UFP4_REPORT_ALPHA, g.any ? n : "",
-           g.any ? "" : "no count of", too_many ? "; some pairs need more than 100000" : "",
-           no_spread ? "; pairs with no spread have no count" : "");
+           "Target effect %g pp of relative error: at %.0f%% power and alpha %.2g, %s%s%s%s%s (per pair in "
+           "the relative-error matrix).",
+           r->target_effect, UFP4_REPORT_POWER * 100, UFP4_REPORT_ALPHA,
+           g.any ? "the spread each pair showed needs " : "no pair gives a seed count", n, g.any ? " seeds" : "", more,
+           flat);
   emit(ctx, s, 0);
 }
 
