@@ -47,7 +47,7 @@ static const cJSON *recipe_entry(const cJSON *report, const char *name) {
 static void test_compare_and_report(void **state) {
   (void)state;
   assert_int_equal(run("%s compare --data %s/data --out %s/cmp --recipes e2m1,ufp4 --seeds 2 --steps 12 "
-                       "--final-steps 4 " TINY,
+                       "--final-steps 4 --target-effect 0.25 " TINY,
                        cli, work, work),
                    0);
   /* The table is printed, and the report folder holds md, html, json and per-run folders. */
@@ -61,6 +61,10 @@ static void test_compare_and_report(void **state) {
   /* bf16 baseline, fp32 control, and the two recipes, each over two seeds. */
   const char *names[] = {"bf16", "fp32", "e2m1", "ufp4"};
   for (int i = 0; i < 4; i++) assert_non_null(recipe_entry(j, names[i]));
+  /* --target-effect reaches the report; the matrix is printed */
+  const cJSON *pw = cJSON_GetObjectItemCaseSensitive(j, "power");
+  assert_true(cJSON_GetObjectItemCaseSensitive(pw, "target_effect_pp")->valuedouble == 0.25);
+  assert_non_null(strstr(out, "Relative error, row minus column"));
   cJSON_Delete(j);
   /* report rebuilds the same comparison from the run folders. */
   assert_int_equal(run("%s report --out %s/rep bf16=%s/cmp/runs/bf16/seed1 bf16=%s/cmp/runs/bf16/seed2 "
@@ -97,6 +101,8 @@ static void test_ablation_rows(void **state) {
   assert_null(recipe_entry(j, "fp32"));
   cJSON_Delete(j);
   assert_int_equal(run("%s compare --data %s/data --out %s/x --ablation colour", cli, work, work), 2);
+  assert_int_equal(run("%s compare --data %s/data --out %s/x --target-effect 0", cli, work, work), 2);
+  assert_non_null(strstr(out, "--target-effect"));
 }
 
 static void test_drift(void **state) {

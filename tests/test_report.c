@@ -223,7 +223,7 @@ static void test_full_report(void **state) {
   /* e2m1 vs ufp4 on rel err: d = {0.011-0.0095, 0.012-0.011, 0.013-0.0135} = {0.0015, 0.001, -0.0005};
    * mean 0.00066667, sd = sqrt(((0.00083333)^2 + (0.00033333)^2 + (0.00116667)^2) / 2) = 0.00104083,
    * t = 0.00066667 / (0.00104083 / sqrt 3) = 1.1094, df = 2 -> not significant. */
-  const cJSON *jt = cJSON_GetObjectItemCaseSensitive(j, "tests");
+  const cJSON *jt = cJSON_GetObjectItemCaseSensitive(j, "pairs");
   const cJSON *t = find_by(jt, "a", "e2m1", "b", "ufp4");
   const cJSON *tm = t;
   if (t && strcmp(cJSON_GetObjectItemCaseSensitive(t, "metric")->valuestring, "rel_err")) t = NULL;
@@ -248,7 +248,7 @@ static void test_full_report(void **state) {
   /* df = 2 closed form: p = 1 - |t| / sqrt(2 + t^2) */
   close_to(jnum(t, "p"), 1 - t_want / sqrt(2 + t_want * t_want), 1e-9, "p");
   assert_true(cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(t, "significant")));
-  /* every test: significant exactly when p < 0.05; baseline never tested; control second */
+  /* every pair: significant exactly when p < 0.05; baseline never in a pair; a != b */
   const cJSON *it;
   int n_tests = 0;
   cJSON_ArrayForEach(it, jt) {
@@ -256,10 +256,10 @@ static void test_full_report(void **state) {
     const char *a = cJSON_GetObjectItemCaseSensitive(it, "a")->valuestring;
     const char *b = cJSON_GetObjectItemCaseSensitive(it, "b")->valuestring;
     assert_true(strcmp(a, "bf16") && strcmp(b, "bf16"));
-    assert_true(strcmp(a, "fp32"));
+    assert_true(strcmp(a, b));
     assert_int_equal(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(it, "significant")), jnum(it, "p") < 0.05);
   }
-  assert_int_equal(n_tests, 3 * 2); /* pairs of {fp32, e2m1, ufp4}, two metrics */
+  assert_int_equal(n_tests, 3 * 2 * 2); /* ordered pairs of {fp32, e2m1, ufp4}, two metrics */
   /* e2m1 - fp32 on signed gap: gap(e2m1,s) - gap(fp32,s) computed from the formulas */
   cJSON_ArrayForEach(it, jt) {
     if (strcmp(cJSON_GetObjectItemCaseSensitive(it, "a")->valuestring, "e2m1") ||
@@ -285,8 +285,9 @@ static void test_full_report(void **state) {
   assert_null(strstr(html, "src="));
   assert_non_null(strstr(html, "e2m1"));
   if (have_gnuplot()) {
-    static const char *names[] = {"loss_train", "loss_smoothed", "loss_val", "rel_err", "diag_alpha", "diag_sqnr",
-                                  "diag_out_sqnr", "diag_drift"};
+    static const char *names[] = {"gap",       "loss_train", "loss_smoothed", "loss_val",
+                                  "rel_err",   "diag_alpha", "diag_sqnr",     "diag_out_sqnr",
+                                  "diag_drift"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
       snprintf(path, sizeof path, "%s/plots/%s.svg", out, names[i]);
       if (stat(path, &st) != 0) fprintf(stderr, "missing %s\n", path);
@@ -311,7 +312,11 @@ static void test_no_gnuplot_and_one_seed(void **state) {
   o.final_steps = FINAL;
   ufp4_report *rep;
   assert_int_equal(ufp4_report_build(runs, 4, &o, &rep), 0);
-  for (size_t i = 0; i < rep->n_tests; i++) assert_false(rep->tests[i].valid);
+  assert_int_equal(rep->n_pairs, 3 * 2 * 2);
+  for (size_t i = 0; i < rep->n_pairs; i++) {
+    assert_false(rep->pairs[i].valid);
+    assert_int_equal(rep->pairs[i].n, 1);
+  }
   char out[512], path[600];
   snprintf(out, sizeof out, "%s/out1", root);
   setenv("UFP4_GNUPLOT", "/nonexistent/gnuplot", 1);

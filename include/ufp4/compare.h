@@ -37,6 +37,9 @@ typedef struct {
   const char *ablation; /* NULL (default), "rht-scope" or "sr-scope" */
   int control; /* 1 (default): the fp32 control run, the noise floor of the metric */
   const char *command; /* recorded in the report; NULL = none */
+  double target_effect; /* > 0: the report gives the seeds each pair needs to detect this
+                         * difference of relative error, in percentage points (report.h);
+                         * 0 (default): none */
   FILE *log; /* where the one-line plan goes (rank 0); default stderr; NULL = nowhere */
   ufp4_train_config train; /* every run's configuration but recipe, seed offset and out_dir; by
                             * default ufp4_train_config_default() with eval_every = 0 and

@@ -12,18 +12,24 @@
 static void usage(FILE *out) {
   fprintf(out,
           "usage: ufp4 compare --data DIR --out REPORT [--recipes bf16,e2m1,nvfp4,ufp4] [--seeds N]\n"
-          "                    [--final-steps N] [--ablation rht-scope|sr-scope] [--no-control] [train flags]\n\n"
+          "                    [--final-steps N] [--ablation rht-scope|sr-scope] [--no-control]\n"
+          "                    [--target-effect PP] [train flags]\n\n"
           "Trains the same model on the same data in the same order under each recipe and seed, plus the\n"
           "bf16 baseline and an fp32 control (the noise floor of the metric), then writes REPORT/report.md,\n"
           "report.html, report.json and plots, and prints the table. Seed s of every recipe shares the init,\n"
           "the data order and the stochastic-rounding streams. Under mpirun the runs are shared out over the\n"
-          "ranks (docs/DISTRIBUTED.md) and the report is the same.\n\n"
+          "ranks (docs/DISTRIBUTED.md) and the report is the same. The report leads with the verdict and the\n"
+          "matrix of paired differences between recipes (95%% CI, p, and the difference detectable at 80%%\n"
+          "power given the spread over seeds).\n\n"
           "  --recipes LIST      recipes to compare with bf16 (';'-separated when a spec holds commas)\n"
           "  --seeds N           seeds per recipe (default 3): seed, seed+1, ...\n"
           "  --final-steps N     averaging window of the relative error (default: last 20%% of the steps)\n"
           "  --ablation KIND     rht-scope: each recipe with RHT on none, wgrad, dgrad+wgrad, fprop+wgrad,\n"
           "                      all (the paper's Table 2); sr-scope: each recipe with SR on dy and none\n"
           "  --no-control        skip the fp32 control\n"
+          "  --target-effect PP  also give, per pair, the seeds needed to detect a difference of PP\n"
+          "                      percentage points of relative error (0.1 = 0.1%%) at 80%% power, alpha 0.05,\n"
+          "                      from the spread this run saw (a pilot)\n"
           "  --diag-every N      diagnostics every N steps (default: 4 times per run)\n\n"
           "train flags (as ufp4 train):\n");
   ufp4_train_flags_usage(out);
@@ -45,6 +51,8 @@ static int parse(int argc, char **argv, ufp4_compare_options *o) {
     } else if (!r && (r = cli_value(argc, argv, &i, "--final-steps", &v)) > 0) {
       if (cli_parse_long("compare", "--final-steps", v, 1, 1 << 30, &n)) return -1;
       o->final_steps = (int)n;
+    } else if (!r && (r = cli_value(argc, argv, &i, "--target-effect", &v)) > 0) {
+      if (cli_parse_double("compare", "--target-effect", v, 1e-9, 100, &o->target_effect)) return -1;
     } else if (!r && cli_flag(argv, i, "--no-control")) {
       o->control = 0;
     } else if (!r) {

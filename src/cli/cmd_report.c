@@ -16,13 +16,17 @@ static void usage(FILE *out) {
           "{\"recipe\": NAME, \"seed\": N, \"dir\": RUN_DIR} (dirs relative to the file's folder). Without it,\n"
           "the recipe of a RUN_DIR is NAME, or its config.json \"recipe\", and the seed is config.json's.\n\n"
           "Writes DIR/report.md, DIR/report.html (self-contained), DIR/report.json and DIR/plots/ (gnuplot\n"
-          "data, scripts, SVG and PNG), and prints the summary table.\n\n"
+          "data, scripts, SVG and PNG), and prints the summary table, the verdict and the matrix of paired\n"
+          "differences between recipes (95%% CI, p, and the difference detectable at 80%% power).\n\n"
           "options:\n"
           "  --final-steps N    average over the last N logged steps (default 100)\n"
           "  --baseline NAME    recipe the errors are relative to (default bf16)\n"
           "  --control NAME     noise-floor recipe (default fp32; 'none' for no control)\n"
           "  --title TEXT       report title\n"
-          "  --no-plots         do not run gnuplot (data and scripts are still written)\n");
+          "  --no-plots         do not run gnuplot (data and scripts are still written)\n"
+          "  --target-effect PP also give, per pair, the seeds needed to detect a difference of PP\n"
+          "                     percentage points of relative error (0.1 = 0.1%%) at 80%% power, alpha\n"
+          "                     0.05, from the spread of these runs (a pilot)\n");
 }
 
 /* The command line as typed, quoted where a shell would need it. */
@@ -71,6 +75,8 @@ static int parse(int argc, char **argv, ufp4_report_options *opt, const char **o
       long n;
       if (cli_parse_long("report", "--final-steps", v, 1, 1 << 30, &n)) r = -1;
       else opt->final_steps = (int)n;
+    } else if (!r && (r = cli_value(argc, argv, &i, "--target-effect", &v)) > 0) {
+      if (cli_parse_double("report", "--target-effect", v, 1e-9, 100, &opt->target_effect)) r = -1;
     } else if (!r && cli_flag(argv, i, "--no-plots")) opt->plots = 0;
     else if (!r && argv[i][0] == '-' && argv[i][1] == '-') {
       fprintf(stderr, "ufp4 report: unknown option '%s'\n", argv[i]);

@@ -179,6 +179,7 @@ static int report(const grid *g, int total, ufp4_compare_result *res) {
       o->final_steps ? o->final_steps : (o->train.steps / 5 > 0 ? o->train.steps / 5 : 1);
   opt.control = o->control ? "fp32" : NULL;
   opt.command = o->command;
+  opt.target_effect = o->target_effect;
   return ufp4_report_make(g->runs, (size_t)total, &opt, o->out_dir, &res->report);
 }
 

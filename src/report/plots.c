@@ -17,6 +17,8 @@
 void rpt_curve_free(rpt_curve *c) {
   free(c->step);
   free(c->v);
+  free(c->lo);
+  free(c->hi);
   *c = (rpt_curve){0};
 }
 
@@ -35,15 +37,19 @@ static int cmp_int(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-/* Mean at each step over the series that have that step. */
-static int mean_curve(const ufp4_series *s, size_t ns, rpt_curve *c) {
+/* Mean at each step over the series that have that step; with range, also their min and max. */
+static int mean_curve(const ufp4_series *s, size_t ns, int range, rpt_curve *c) {
   *c = (rpt_curve){0};
   size_t total = 0;
   for (size_t i = 0; i < ns; i++) total += s[i].n;
   if (!total) return 0;
   c->step = malloc(total * sizeof *c->step);
   c->v = malloc(total * sizeof *c->v);
-  if (!c->step || !c->v) {
+  if (range) {
+    c->lo = malloc(total * sizeof *c->lo);
+    c->hi = malloc(total * sizeof *c->hi);
+  }
+  if (!c->step || !c->v || (range && (!c->lo || !c->hi))) {
     rpt_curve_free(c);
     return ufp4_fail(UFP4_ENOMEM, "report: out of memory");
   }
@@ -56,13 +62,18 @@ static int mean_curve(const ufp4_series *s, size_t ns, rpt_curve *c) {
     if (!u || c->step[u - 1] != c->step[i]) c->step[u++] = c->step[i];
   c->n = u;
   for (size_t i = 0; i < u; i++) {
-    double sum = 0;
+    double sum = 0, lo = INFINITY, hi = -INFINITY;
     int cnt = 0;
     for (size_t q = 0; q < ns; q++) {
       const int *hit = bsearch(&c->step[i], s[q].step, s[q].n, sizeof(int), cmp_int);
-      if (hit) sum += s[q].value[hit - s[q].step], cnt++;
+      if (!hit) continue;
+      const double v = s[q].value[hit - s[q].step];
+      sum += v, cnt++;
+      lo = v < lo ? v : lo;
+      hi = v > hi ? v : hi;
     }
     c->v[i] = sum / cnt;
+    if (range) c->lo[i] = lo, c->hi[i] = hi;
   }
   return 0;
 }
@@ -72,13 +83,46 @@ static int recipe_curve(const ufp4_report *r, size_t recipe, int val, rpt_curve 
   size_t ns = 0;
   for (size_t i = 0; i < r->n_runs; i++)
     if (!strcmp(r->runs[i].recipe, r->recipes[recipe].recipe)) s[ns++] = val ? r->runs[i].val : r->runs[i].train;
-  return mean_curve(s, ns, c);
+  return mean_curve(s, ns, 0, c);
 }
 
 int rpt_curve_train(const ufp4_report *r, size_t recipe, rpt_curve *c) { return recipe_curve(r, recipe, 0, c); }
 int rpt_curve_val(const ufp4_report *r, size_t recipe, rpt_curve *c) { return recipe_curve(r, recipe, 1, c); }
 
-int rpt_curve_relerr(const ufp4_report *r, size_t recipe, rpt_curve *c) {
+/* The run of the baseline recipe with x's seed, or NULL. */
+static const ufp4_report_run_result *base_of(const ufp4_report *r, const ufp4_report_run_result *x) {
+  for (size_t k = 0; k < r->n_runs; k++)
+    if (r->runs[k].seed == x->seed && !strcmp(r->runs[k].recipe, r->baseline)) return &r->runs[k];
+  return NULL;
+}
+
+/* x against b at the steps both logged: 100 |x - b| / b (gap = 0) or x - b (gap = 1), the latter
+ * smoothed over max(1, n/20) points. o->step and o->value are malloc'ed. */
+static int paired_series(const ufp4_series *x, const ufp4_series *b, int gap, ufp4_series *o) {
+  o->step = malloc((x->n + 1) * sizeof *o->step);
+  o->value = malloc((x->n + 1) * sizeof *o->value);
+  if (!o->step || !o->value) return ufp4_fail(UFP4_ENOMEM, "report: out of memory");
+  for (size_t p = 0, q = 0; p < x->n && q < b->n;) {
+    if (x->step[p] < b->step[q]) p++;
+    else if (x->step[p] > b->step[q]) q++;
+    else {
+      const double d = x->value[p] - b->value[q];
+      o->step[o->n] = x->step[p];
+      o->value[o->n++] = gap ? d : 100 * fabs(d) / b->value[q];
+      p++, q++;
+    }
+  }
+  if (!gap || !o->n) return 0;
+  double *sm = malloc(o->n * sizeof *sm);
+  if (!sm) return ufp4_fail(UFP4_ENOMEM, "report: out of memory");
+  rpt_smooth(o->value, o->n, o->n / 20 > 1 ? o->n / 20 : 1, sm);
+  memcpy(o->value, sm, o->n * sizeof *sm);
+  free(sm);
+  return 0;
+}
+
+/* Recipe's paired series over its seeds, then their mean (and, for the gap, min..max). */
+static int paired_curve(const ufp4_report *r, size_t recipe, int gap, rpt_curve *c) {
   *c = (rpt_curve){0};
   const size_t R = r->n_runs;
   ufp4_series *s = calloc(R + 1, sizeof *s);
@@ -86,33 +130,18 @@ int rpt_curve_relerr(const ufp4_report *r, size_t recipe, rpt_curve *c) {
   size_t ns = 0;
   int rc = 0;
   for (size_t i = 0; i < R && !rc; i++) {
-    const ufp4_report_run_result *x = &r->runs[i], *b = NULL;
+    const ufp4_report_run_result *x = &r->runs[i], *b;
     if (strcmp(x->recipe, r->recipes[recipe].recipe) || !strcmp(x->recipe, r->baseline)) continue;
-    for (size_t k = 0; k < R; k++)
-      if (r->runs[k].seed == x->seed && !strcmp(r->runs[k].recipe, r->baseline)) b = &r->runs[k];
-    if (!b) continue;
-    ufp4_series *o = &s[ns++];
-    o->step = malloc((x->train.n + 1) * sizeof *o->step);
-    o->value = malloc((x->train.n + 1) * sizeof *o->value);
-    if (!o->step || !o->value) {
-      rc = ufp4_fail(UFP4_ENOMEM, "report: out of memory");
-      break;
-    }
-    for (size_t p = 0, q = 0; p < x->train.n && q < b->train.n;) {
-      if (x->train.step[p] < b->train.step[q]) p++;
-      else if (x->train.step[p] > b->train.step[q]) q++;
-      else {
-        o->step[o->n] = x->train.step[p];
-        o->value[o->n++] = 100 * fabs(x->train.value[p] - b->train.value[q]) / b->train.value[q];
-        p++, q++;
-      }
-    }
+    if ((b = base_of(r, x))) rc = paired_series(&x->train, &b->train, gap, &s[ns++]);
   }
-  if (!rc) rc = mean_curve(s, ns, c);
+  if (!rc) rc = mean_curve(s, ns, gap, c);
   for (size_t i = 0; i < ns; i++) free(s[i].step), free(s[i].value);
   free(s);
   return rc;
 }
+
+int rpt_curve_relerr(const ufp4_report *r, size_t recipe, rpt_curve *c) { return paired_curve(r, recipe, 0, c); }
+int rpt_curve_gap(const ufp4_report *r, size_t recipe, rpt_curve *c) { return paired_curve(r, recipe, 1, c); }
 
 /* ---- gnuplot ---- */
 
@@ -191,7 +220,64 @@ static void add_plot(rpt_plot *plots, size_t max, size_t *n, const char *name, c
   if (*n >= max) return;
   snprintf(plots[*n].name, sizeof plots[*n].name, "%s", name);
   snprintf(plots[*n].caption, sizeof plots[*n].caption, "%s", caption);
+  plots[*n].lead = 0;
   (*n)++;
+}
+
+/* Recipe k's gap curve into plots/gap_rK.dat: step, mean, min, max. *written = 0 when it has none. */
+static int gap_data(const ufp4_report *r, const char *plot_dir, size_t k, int *written) {
+  rpt_curve c;
+  int rc = rpt_curve_gap(r, k, &c);
+  *written = !rc && c.n;
+  if (*written) {
+    ufp4_strbuf d = {0};
+    ufp4_strbuf_printf(&d, "# step, then L - L_%s of the seeds (each smoothed): mean min max\n", r->baseline);
+    for (size_t i = 0; i < c.n; i++) ufp4_strbuf_printf(&d, "%d %.9g %.9g %.9g\n", c.step[i], c.v[i], c.lo[i], c.hi[i]);
+    char path[4300];
+    snprintf(path, sizeof path, "%s/gap_r%zu.dat", plot_dir, k);
+    rc = ufp4_strbuf_write(&d, path);
+  }
+  rpt_curve_free(&c);
+  return rc;
+}
+
+/* The paired gap L - L_base per recipe: the seed-mean line over a min..max band, one color per
+ * recipe (linetype k + 1, the color recipe k has in the loss plots). The lead plot. */
+static int gap_plot(ufp4_report *r, const char *plot_dir, rpt_plot *plots, size_t max, size_t *np) {
+  char text[1024];
+  ufp4_strbuf b = {0};
+  ufp4_strbuf_puts(&b, common_settings);
+  ufp4_strbuf_puts(&b, "set xlabel 'step'\nset xzeroaxis lt 1 lc rgb '#777777' lw 1\n"
+                       "set style fill transparent solid 0.18 noborder\nset ylabel ");
+  snprintf(text, sizeof text, "L - L_%s, same seed (nats, smoothed)", r->baseline);
+  gp_quote(&b, text);
+  ufp4_strbuf_puts(&b, "\nplot ");
+  /* Every band first, then every line, so that no band hides a line. */
+  ufp4_strbuf lines = {0};
+  int rc = 0, first = 1;
+  for (size_t k = 0; k < r->n_recipes && !rc; k++) {
+    int written = 0;
+    if ((int)k == r->baseline_idx || (rc = gap_data(r, plot_dir, k, &written)) || !written) continue;
+    ufp4_strbuf_printf(&b, "%s'gap_r%zu.dat' using 1:3:4 with filledcurves lc %zu notitle", first ? "" : ", \\\n     ",
+                       k, k + 1);
+    ufp4_strbuf_printf(&lines, ", \\\n     'gap_r%zu.dat' using 1:2 with lines lw 2 lc %zu title ", k, k + 1);
+    gp_quote(&lines, r->recipes[k].recipe);
+    first = 0;
+  }
+  if (lines.s) ufp4_strbuf_puts(&b, lines.s);
+  b.oom |= lines.oom;
+  ufp4_strbuf_free(&lines);
+  ufp4_strbuf_puts(&b, "\n");
+  if (!rc && !first && !b.oom) rc = write_script(plot_dir, "gap", b.s, 900, 520);
+  free(b.s);
+  if (rc || first) return rc;
+  snprintf(text, sizeof text,
+           "Paired gap L - L_%s (same seed) vs step: line = mean over seeds, band = min..max over "
+           "seeds (each seed's gap smoothed by a trailing mean over 1/20 of its points)",
+           r->baseline);
+  add_plot(plots, max, np, "gap", text);
+  if (*np && !strcmp(plots[*np - 1].name, "gap")) plots[*np - 1].lead = 1;
+  return 0;
 }
 
 /* One curve plot over recipes: which = 0 train raw, 1 train smoothed, 2 val, 3 rel err. */
@@ -375,7 +461,7 @@ int rpt_make_plots(ufp4_report *r, const char *out_dir, rpt_plot *plots, size_t 
   int rc = ufp4_mkdirs(plot_dir);
   if (rc) return rc;
   static const char *const drift_kinds[] = {"norm_ratio", "cosine"};
-  if ((rc = curve_plots(r, plot_dir, plots, max, n_plots)) ||
+  if ((rc = gap_plot(r, plot_dir, plots, max, n_plots)) || (rc = curve_plots(r, plot_dir, plots, max, n_plots)) ||
       (rc = diag_plot(r, plot_dir, "diag_alpha", "Signal attenuation alpha per layer (last diagnostics step)", 0, 0,
                       RPT_N_OPERANDS, rpt_operands, "alpha", 2, 3, plots, max, n_plots)) ||
       (rc = diag_plot(r, plot_dir, "diag_sqnr", "Operand SQNR per layer (dB, last diagnostics step)", 0, 1,

@@ -1,5 +1,6 @@
-/* Report figures: per-run losses and BF16-relative errors, per-recipe seed statistics, paired
- * tests across seeds; and ufp4_report_write, which runs the writers (see ufp4/report.h). */
+/* Report figures: per-run losses and BF16-relative errors, per-recipe seed statistics, the matrix
+ * of paired differences across seeds; and ufp4_report_write, which runs the writers (see
+ * ufp4/report.h). */
 #include "ufp4/report.h"
 
 #include <math.h>
@@ -20,7 +21,8 @@ ufp4_report_options ufp4_report_options_default(void) {
                                .control = "fp32",
                                .title = "ufp4 recipe comparison",
                                .command = NULL,
-                               .plots = 1};
+                               .plots = 1,
+                               .target_effect = 0};
 }
 
 static char *dupstr(const char *s) {
@@ -78,42 +80,73 @@ static size_t seed_pairs(const ufp4_report *r, size_t ia, size_t ib, int metric,
   return n;
 }
 
-static void add_test(ufp4_report *r, size_t ia, size_t ib, int metric, double *a, double *b) {
-  const size_t n = seed_pairs(r, ia, ib, metric, a, b);
-  ufp4_report_test *t = &r->tests[r->n_tests++];
-  t->a = (int)ia;
-  t->b = (int)ib;
-  t->metric = metric;
-  t->t.n = n;
-  t->t.t = t->t.p = t->t.df = t->t.mean_diff = t->t.sd_diff = NAN;
-  if (n >= 2 && ufp4_paired_ttest(a, b, n, &t->t) == 0) {
-    t->valid = 1;
-    t->significant = t->t.p < 0.05;
-  } else if (n >= 1) {
-    t->t.mean_diff = ufp4_mean(a, n) - ufp4_mean(b, n);
+/* The seeds the pair's observed sd needs to detect the target effect (rel_err pairs only). */
+static void seeds_needed(const ufp4_report *r, ufp4_report_pair *p) {
+  p->need = UFP4_REPORT_NEED_NONE;
+  if (!(r->target_effect > 0) || p->metric != 0 || !p->valid) return;
+  if (!(p->s.sd > 0)) {
+    p->need = UFP4_REPORT_NEED_NO_SPREAD;
+    return;
   }
+  size_t n;
+  /* A failure here is only "more than the limit": the arguments were checked above. */
+  if (ufp4_paired_n(r->target_effect / 100, p->s.sd, UFP4_REPORT_ALPHA, UFP4_REPORT_POWER,
+                    UFP4_REPORT_MAX_SEEDS, &n)) {
+    p->need = UFP4_REPORT_NEED_TOO_MANY;
+    return;
+  }
+  p->need = UFP4_REPORT_NEED_OK;
+  p->seeds_needed = n;
 }
 
-static int compute_tests(ufp4_report *r) {
+/* Row ia minus column ib on metric, over the seeds both have. */
+static void add_pair(ufp4_report *r, size_t ia, size_t ib, int metric, double *a, double *b) {
+  const size_t n = seed_pairs(r, ia, ib, metric, a, b);
+  ufp4_report_pair *p = &r->pairs[r->n_pairs++];
+  p->a = (int)ia;
+  p->b = (int)ib;
+  p->metric = metric;
+  p->n = n;
+  for (size_t k = 0; k < n; k++) a[k] -= b[k];
+  p->mean = n ? ufp4_mean(a, n) : NAN;
+  const double nan = NAN;
+  p->s = (ufp4_paired_summary){.n = n, .mean = p->mean, .sd = nan, .se = nan, .t = nan, .df = nan,
+                               .p = nan, .level = UFP4_REPORT_LEVEL, .lo = nan, .hi = nan,
+                               .alpha = UFP4_REPORT_ALPHA, .power = UFP4_REPORT_POWER, .mdd = nan};
+  if (n >= 2 && ufp4_paired_summarize(a, n, UFP4_REPORT_LEVEL, UFP4_REPORT_ALPHA,
+                                      UFP4_REPORT_POWER, &p->s) == 0) {
+    p->valid = 1;
+    p->significant = p->s.p < UFP4_REPORT_ALPHA;
+  }
+  seeds_needed(r, p);
+}
+
+static int is_baseline(const ufp4_report *r, size_t i) { return (int)i == r->baseline_idx; }
+
+static int compute_pairs(ufp4_report *r) {
   const size_t R = r->n_recipes;
-  r->tests = calloc(R * R * 2 + 1, sizeof *r->tests);
+  r->pairs = calloc(R * R * 2 + 1, sizeof *r->pairs);
   double *a = malloc((r->n_runs + 1) * sizeof *a), *b = malloc((r->n_runs + 1) * sizeof *b);
-  if (!r->tests || !a || !b) {
+  if (!r->pairs || !a || !b) {
     free(a);
     free(b);
     return ufp4_fail(UFP4_ENOMEM, "report: out of memory");
   }
   for (size_t i = 0; i < R; i++)
-    for (size_t j = i + 1; j < R; j++) {
-      if ((int)i == r->baseline_idx || (int)j == r->baseline_idx) continue;
-      /* The control goes second so that d = recipe - control reads as "above the noise floor". */
-      const int swap = (int)i == r->control_idx;
-      for (int metric = 0; metric < 2; metric++)
-        add_test(r, swap ? j : i, swap ? i : j, metric, a, b);
-    }
+    for (size_t j = 0; j < R; j++)
+      if (i != j && !is_baseline(r, i) && !is_baseline(r, j))
+        for (int metric = 0; metric < 2; metric++) add_pair(r, i, j, metric, a, b);
   free(a);
   free(b);
   return 0;
+}
+
+const ufp4_report_pair *ufp4_report_find_pair(const ufp4_report *r, int a, int b, int metric) {
+  for (size_t i = 0; i < r->n_pairs; i++) {
+    const ufp4_report_pair *p = &r->pairs[i];
+    if (p->a == a && p->b == b && p->metric == metric) return p;
+  }
+  return NULL;
 }
 
 static int add_recipe(ufp4_report *r, const char *name) {
@@ -232,7 +265,7 @@ static int build(ufp4_report *r, const ufp4_report_run *in, size_t n) {
   if (!rc) rc = order_recipes(r);
   if (!rc) rc = relative_figures(r);
   if (!rc) rc = summarize_recipes(r);
-  return rc ? rc : compute_tests(r);
+  return rc ? rc : compute_pairs(r);
 }
 
 int ufp4_report_build(const ufp4_report_run *runs, size_t n, const ufp4_report_options *opt,
@@ -244,12 +277,16 @@ int ufp4_report_build(const ufp4_report_run *runs, size_t n, const ufp4_report_o
     return ufp4_fail(UFP4_EINVAL, "report: final_steps must be >= 1 (got %d)", o.final_steps);
   if (!o.baseline || !o.baseline[0]) o.baseline = "bf16";
   if (o.control && !o.control[0]) o.control = NULL;
+  if (!(o.target_effect >= 0) || !isfinite(o.target_effect))
+    return ufp4_fail(UFP4_EINVAL, "report: the target effect must be a finite number >= 0 (got %g)",
+                     o.target_effect);
   if (o.control && !strcmp(o.control, o.baseline))
     return ufp4_fail(UFP4_EINVAL, "report: control and baseline are both '%s'", o.baseline);
   ufp4_report *r = calloc(1, sizeof *r);
   if (!r) return ufp4_fail(UFP4_ENOMEM, "report: out of memory");
   r->final_steps = o.final_steps;
   r->plots = o.plots;
+  r->target_effect = o.target_effect;
   r->baseline = dupstr(o.baseline);
   r->control = dupstr(o.control);
   r->title = dupstr(o.title ? o.title : "ufp4 recipe comparison");
@@ -281,7 +318,7 @@ void ufp4_report_free(ufp4_report *r) {
   free(r->notes);
   free(r->runs);
   free(r->recipes);
-  free(r->tests);
+  free(r->pairs);
   free(r->baseline);
   free(r->control);
   free(r->title);

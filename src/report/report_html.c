@@ -27,7 +27,8 @@ static const char *css =
     "th,td{border:1px solid #ccc;padding:.3em .6em;text-align:right}th{background:#f3f3f3}"
     "td.l,th.l{text-align:left}code,pre{background:#f6f6f6;padding:.1em .3em}pre{padding:.6em;overflow-x:auto}"
     ".sig{color:#a00;font-weight:bold}.ns{color:#555}.plot{margin:1.5em 0}.plot svg{max-width:100%;height:auto}"
-    ".note{color:#854}";
+    ".note{color:#854}.verdict li{margin:.3em 0}td.cell{text-align:left;white-space:nowrap;font-size:.95em}"
+    "td.cell.sig{background:#fbeaea}td.diag{text-align:center;color:#999}.small{color:#555;font-size:.9em}";
 
 /* Inlines a gnuplot SVG: drops the XML prolog and the namespace declarations (an HTML parser
  * supplies them, and they are the only URLs in the file), and prefixes ids so that several plots
@@ -82,6 +83,97 @@ static void inline_svg(ufp4_strbuf *b, const char *svg, size_t idx) {
   }
 }
 
+static void html_verdict_line(void *ctx, const char *sentence, int strong) {
+  ufp4_strbuf *b = ctx;
+  ufp4_strbuf_printf(b, "<li class=%s>", strong ? "sig" : "ns");
+  rpt_html_escape(b, sentence);
+  ufp4_strbuf_puts(b, "</li>\n");
+}
+
+/* The matrix of metric: rows minus columns, one cell per ordered pair. */
+static void matrix_html(ufp4_strbuf *b, const ufp4_report *r, int metric) {
+  char head[512];
+  rpt_matrix_heading(r, metric, head, sizeof head);
+  ufp4_strbuf_printf(b, "<h3>%s</h3>\n<p class=small>", metric ? "Signed gap" : "Relative error");
+  rpt_html_escape(b, head);
+  ufp4_strbuf_puts(b, ".</p>\n<table><tr><th class=l>row &minus; column</th>");
+  for (size_t j = 0; j < r->n_recipes; j++) {
+    if (!rpt_in_matrix(r, j)) continue;
+    ufp4_strbuf_puts(b, "<th class=l><code>");
+    rpt_html_escape(b, r->recipes[j].recipe);
+    ufp4_strbuf_puts(b, "</code></th>");
+  }
+  ufp4_strbuf_puts(b, "</tr>\n");
+  for (size_t i = 0; i < r->n_recipes; i++) {
+    if (!rpt_in_matrix(r, i)) continue;
+    ufp4_strbuf_puts(b, "<tr><th class=l><code>");
+    rpt_html_escape(b, r->recipes[i].recipe);
+    ufp4_strbuf_puts(b, "</code></th>");
+    for (size_t j = 0; j < r->n_recipes; j++) {
+      if (!rpt_in_matrix(r, j)) continue;
+      const ufp4_report_pair *p = ufp4_report_find_pair(r, (int)i, (int)j, metric);
+      if (!p) {
+        ufp4_strbuf_puts(b, "<td class=diag>&mdash;</td>");
+        continue;
+      }
+      rpt_pair_cells c;
+      rpt_pair_cells_fill(r, p, &c);
+      ufp4_strbuf_printf(b, "<td class=\"cell%s\"><b>%s</b> %s", p->significant ? " sig" : "", c.diff, c.ci);
+      if (c.p[0]) ufp4_strbuf_printf(b, "<br>%s<br>%s", c.p, c.mdd);
+      if (c.need[0]) ufp4_strbuf_printf(b, "<br>%s", c.need);
+      ufp4_strbuf_puts(b, "</td>");
+    }
+    ufp4_strbuf_puts(b, "</tr>\n");
+  }
+  ufp4_strbuf_puts(b, "</table>\n");
+}
+
+/* Plot i inlined with its caption as a heading. */
+static int plot_html(ufp4_strbuf *b, const char *plot_dir, const rpt_plot *plot, size_t i) {
+  char svg_path[4400];
+  snprintf(svg_path, sizeof svg_path, "%s/%s.svg", plot_dir, plot->name);
+  char *svg;
+  size_t size;
+  int rc = ufp4_read_file(svg_path, 64u << 20, &svg, &size);
+  if (rc) return rc;
+  ufp4_strbuf_puts(b, "<div class=plot><h3>");
+  rpt_html_escape(b, plot->caption);
+  ufp4_strbuf_puts(b, "</h3>\n");
+  inline_svg(b, svg, i);
+  ufp4_strbuf_puts(b, "</div>\n");
+  free(svg);
+  return 0;
+}
+
+/* The report's opening: the verdict, the two matrices and the paired-gap plot. */
+static int verdict_html(ufp4_strbuf *b, const ufp4_report *r, const char *plot_dir, const rpt_plot *plots,
+                        size_t n_plots) {
+  ufp4_strbuf_printf(b, "<h2>Verdict (paired across seeds, two-sided, significant at p &lt; %.2g)</h2>\n<ul class=verdict>\n",
+                     UFP4_REPORT_ALPHA);
+  rpt_verdict(r, html_verdict_line, b);
+  ufp4_strbuf_puts(b, "</ul>\n");
+  if (r->n_pairs) {
+    ufp4_strbuf_puts(b, "<p class=small>Shaded cells are significant. MDD: the smallest true difference this run had an "
+                        "80% chance to find significant, given the spread of the paired differences over its seeds.</p>\n");
+    matrix_html(b, r, 0);
+    matrix_html(b, r, 1);
+  }
+  int rc = 0, lead = 0;
+  for (size_t i = 0; i < n_plots && !rc; i++)
+    if (plots[i].lead) {
+      rc = plot_html(b, plot_dir, &plots[i], i);
+      lead = 1;
+    }
+  if (!lead) {
+    char why[768];
+    rpt_no_lead_plot(r, why, sizeof why);
+    ufp4_strbuf_puts(b, "<p class=note>");
+    rpt_html_escape(b, why);
+    ufp4_strbuf_puts(b, "</p>\n");
+  }
+  return rc;
+}
+
 int rpt_write_html(const ufp4_report *r, const char *path, const char *plot_dir, const rpt_plot *plots, size_t n_plots) {
   ufp4_strbuf b = {0};
   ufp4_strbuf_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>");
@@ -89,6 +181,7 @@ int rpt_write_html(const ufp4_report *r, const char *path, const char *plot_dir,
   ufp4_strbuf_printf(&b, "</title><style>%s</style></head><body>\n<h1>", css);
   rpt_html_escape(&b, r->title);
   ufp4_strbuf_puts(&b, "</h1>\n");
+  int rc = verdict_html(&b, r, plot_dir, plots, n_plots);
   if (r->command[0]) {
     ufp4_strbuf_puts(&b, "<p>Command:</p><pre>");
     rpt_html_escape(&b, r->command);
@@ -115,21 +208,7 @@ int rpt_write_html(const ufp4_report *r, const char *path, const char *plot_dir,
                    "<td class=l>%s</td></tr>\n",
                c.seeds, c.train, c.val, c.rel, c.gap, c.relgap, c.floor, c.sig);
   }
-  ufp4_strbuf_puts(&b, "</table>\n<h2>Significance (paired t-test across seeds, two-sided; significant only at p &lt; 0.05)</h2>\n");
-  if (rpt_max_seeds(r) < 2) {
-    ufp4_strbuf_puts(&b, "<p class=sig>Only one seed per recipe: no significance test is possible.</p>\n");
-  } else {
-    ufp4_strbuf_puts(&b, "<ul>\n");
-    char s[1024];
-    for (size_t i = 0; i < r->n_tests; i++) {
-      const ufp4_report_test *t = &r->tests[i];
-      rpt_test_sentence(r, t, s, sizeof s);
-      ufp4_strbuf_printf(&b, "<li class=%s>", t->significant ? "sig" : "ns");
-      rpt_html_escape(&b, s);
-      ufp4_strbuf_puts(&b, "</li>\n");
-    }
-    ufp4_strbuf_puts(&b, "</ul>\n");
-  }
+  ufp4_strbuf_puts(&b, "</table>\n");
   ufp4_strbuf_puts(&b, "<h2>Runs</h2>\n<table><tr><th class=l>recipe</th><th>seed</th><th>steps logged</th><th>window</th>"
                "<th>final train</th><th>final val</th><th>rel. err</th><th>signed gap</th><th>diagnostics</th>"
                "<th class=l>folder</th></tr>\n");
@@ -158,20 +237,8 @@ int rpt_write_html(const ufp4_report *r, const char *path, const char *plot_dir,
   ufp4_strbuf_puts(&b, "<h2>Plots</h2>\n<p>");
   rpt_html_escape(&b, r->plot_note);
   ufp4_strbuf_puts(&b, ".</p>\n");
-  int rc = 0;
-  for (size_t i = 0; i < n_plots && !rc; i++) {
-    char svg_path[4400];
-    snprintf(svg_path, sizeof svg_path, "%s/%s.svg", plot_dir, plots[i].name);
-    char *svg;
-    size_t size;
-    if ((rc = ufp4_read_file(svg_path, 64u << 20, &svg, &size))) break;
-    ufp4_strbuf_puts(&b, "<div class=plot><h3>");
-    rpt_html_escape(&b, plots[i].caption);
-    ufp4_strbuf_puts(&b, "</h3>\n");
-    inline_svg(&b, svg, i);
-    ufp4_strbuf_puts(&b, "</div>\n");
-    free(svg);
-  }
+  for (size_t i = 0; i < n_plots && !rc; i++)
+    if (!plots[i].lead) rc = plot_html(&b, plot_dir, &plots[i], i);
   ufp4_strbuf_puts(&b, "</body></html>\n");
   if (rc) {
     free(b.s);

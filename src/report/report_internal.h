@@ -39,25 +39,31 @@ void rpt_fmt(char *out, size_t size, double v, const char *fmt);
 void rpt_fmt_msd(char *out, size_t size, ufp4_msd m, double scale, const char *fmt);
 const char *rpt_metric_name(int metric);
 
-/* Seed-mean curves of recipe r: train loss, val loss, relative error vs the baseline (percent).
- * Arrays are malloc'ed; n = 0 when there is nothing. */
+/* Seed-mean curves of recipe r: train loss, val loss, relative error vs the baseline (percent),
+ * and the paired gap L - L_base (each seed's gap to the baseline run of its seed at the steps
+ * both logged, smoothed per seed by rpt_smooth over max(1, n/20) of its n points; v the mean
+ * over the seeds that have the step, lo..hi their min..max). Arrays are malloc'ed; n = 0 when
+ * there is nothing; lo and hi are NULL but for the gap. */
 typedef struct {
   int *step;
-  double *v;
+  double *v, *lo, *hi;
   size_t n;
 } rpt_curve;
 int rpt_curve_train(const ufp4_report *r, size_t recipe, rpt_curve *c);
 int rpt_curve_val(const ufp4_report *r, size_t recipe, rpt_curve *c);
 int rpt_curve_relerr(const ufp4_report *r, size_t recipe, rpt_curve *c);
+int rpt_curve_gap(const ufp4_report *r, size_t recipe, rpt_curve *c);
 void rpt_curve_free(rpt_curve *c);
 /* Trailing moving average over w points. */
 void rpt_smooth(const double *v, size_t n, size_t w, double *out);
 
 /* Plots: writes plots/ and fills r->plotted, r->plot_note. names receives the plot base names
- * that exist (svg and png), in display order. */
+ * that exist (svg and png), in display order. A lead plot (the paired gap) is shown with the
+ * verdict, the others under Plots. */
 typedef struct {
   char name[64];
   char caption[256];
+  int lead;
 } rpt_plot;
 int rpt_make_plots(ufp4_report *r, const char *out_dir, rpt_plot *plots, size_t max, size_t *n_plots);
 

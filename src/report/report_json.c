@@ -20,6 +20,32 @@ static void msd(cJSON *o, const char *key, ufp4_msd m) {
   cJSON_AddNumberToObject(x, "n", m.n);
 }
 
+/* One ordered pair, in the metric's own units (rel_err as a fraction, signed_gap in nats). */
+static void pair_json(const ufp4_report *r, const ufp4_report_pair *p, cJSON *arr) {
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddItemToArray(arr, o);
+  cJSON_AddStringToObject(o, "a", r->recipes[p->a].recipe);
+  cJSON_AddStringToObject(o, "b", r->recipes[p->b].recipe);
+  cJSON_AddStringToObject(o, "metric", p->metric ? "signed_gap" : "rel_err");
+  cJSON_AddNumberToObject(o, "n", (double)p->n);
+  cJSON_AddBoolToObject(o, "valid", p->valid);
+  num(o, "mean_diff", p->mean);
+  num(o, "sd_diff", p->s.sd);
+  num(o, "se", p->s.se);
+  num(o, "ci_lo", p->s.lo);
+  num(o, "ci_hi", p->s.hi);
+  num(o, "t", p->s.t);
+  if (isinf(p->s.t)) cJSON_AddStringToObject(o, "t_text", p->s.t > 0 ? "inf" : "-inf");
+  num(o, "df", p->s.df);
+  num(o, "p", p->s.p);
+  num(o, "mdd", p->s.mdd);
+  cJSON_AddBoolToObject(o, "significant", p->significant);
+  if (p->need == UFP4_REPORT_NEED_OK) cJSON_AddNumberToObject(o, "seeds_needed", (double)p->seeds_needed);
+  else cJSON_AddNullToObject(o, "seeds_needed");
+  static const char *const need[] = {"none", "ok", "no spread", "more than the limit"};
+  cJSON_AddStringToObject(o, "seeds_needed_status", need[p->need]);
+}
+
 int rpt_write_json(const ufp4_report *r, const char *path) {
   cJSON *j = cJSON_CreateObject();
   if (!j) return ufp4_fail(UFP4_ENOMEM, "%s: out of memory", path);
@@ -71,24 +97,14 @@ int rpt_write_json(const ufp4_report *r, const char *path) {
     msd(o, "signed_gap", q->signed_gap);
     msd(o, "rel_gap", q->rel_gap);
   }
-  cJSON *tests = cJSON_AddArrayToObject(j, "tests");
-  for (size_t i = 0; i < r->n_tests; i++) {
-    const ufp4_report_test *t = &r->tests[i];
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddItemToArray(tests, o);
-    cJSON_AddStringToObject(o, "a", r->recipes[t->a].recipe);
-    cJSON_AddStringToObject(o, "b", r->recipes[t->b].recipe);
-    cJSON_AddStringToObject(o, "metric", t->metric ? "signed_gap" : "rel_err");
-    cJSON_AddNumberToObject(o, "n", (double)t->t.n);
-    cJSON_AddBoolToObject(o, "valid", t->valid);
-    num(o, "mean_diff", t->t.mean_diff);
-    num(o, "sd_diff", t->t.sd_diff);
-    num(o, "t", t->t.t);
-    if (isinf(t->t.t)) cJSON_AddStringToObject(o, "t_text", t->t.t > 0 ? "inf" : "-inf");
-    num(o, "df", t->t.df);
-    num(o, "p", t->t.p);
-    cJSON_AddBoolToObject(o, "significant", t->significant);
-  }
+  cJSON *pw = cJSON_AddObjectToObject(j, "power");
+  cJSON_AddNumberToObject(pw, "level", UFP4_REPORT_LEVEL);
+  cJSON_AddNumberToObject(pw, "alpha", UFP4_REPORT_ALPHA);
+  cJSON_AddNumberToObject(pw, "power", UFP4_REPORT_POWER);
+  if (r->target_effect > 0) cJSON_AddNumberToObject(pw, "target_effect_pp", r->target_effect);
+  else cJSON_AddNullToObject(pw, "target_effect_pp");
+  cJSON *pairs = cJSON_AddArrayToObject(j, "pairs");
+  for (size_t i = 0; i < r->n_pairs; i++) pair_json(r, &r->pairs[i], pairs);
   cJSON *notes = cJSON_AddArrayToObject(j, "notes");
   for (size_t i = 0; i < r->n_notes; i++) cJSON_AddItemToArray(notes, cJSON_CreateString(r->notes[i]));
   char *s = cJSON_Print(j);

@@ -15,38 +15,79 @@ static void md_cell(ufp4_strbuf *b, const char *s) {
   }
 }
 
-static void tests_md(ufp4_strbuf *b, const ufp4_report *r) {
-  ufp4_strbuf_puts(b, "\n## Significance (paired t-test across seeds, two-sided, significant only at p < 0.05)\n\n");
-  if (rpt_max_seeds(r) < 2) {
-    ufp4_strbuf_puts(b, "Only one seed per recipe: **no significance test is possible**, so none of the differences "
-                "above can be told apart from seed noise.\n");
-    return;
+static void md_verdict_line(void *ctx, const char *sentence, int strong) {
+  ufp4_strbuf *b = ctx;
+  ufp4_strbuf_puts(b, strong ? "- **" : "- ");
+  md_cell(b, sentence);
+  ufp4_strbuf_puts(b, strong ? "**\n" : "\n");
+}
+
+/* The matrix of metric: rows minus columns, one cell per ordered pair. */
+static void matrix_md(ufp4_strbuf *b, const ufp4_report *r, int metric) {
+  char head[512];
+  rpt_matrix_heading(r, metric, head, sizeof head);
+  ufp4_strbuf_printf(b, "\n### %s\n\n%s.\n\n| row − column |", metric ? "Signed gap" : "Relative error", head);
+  for (size_t j = 0; j < r->n_recipes; j++) {
+    if (!rpt_in_matrix(r, j)) continue;
+    ufp4_strbuf_puts(b, " `");
+    md_cell(b, r->recipes[j].recipe);
+    ufp4_strbuf_puts(b, "` |");
   }
-  if (!r->n_tests) {
-    ufp4_strbuf_puts(b, "There is no pair of non-baseline recipes to test.\n");
-    return;
-  }
-  char s[1024];
-  static const char *const head[] = {"Significant", "Not significant", "No test possible"};
-  for (int g = 0; g < 3; g++) {
-    int any = 0;
-    for (size_t i = 0; i < r->n_tests; i++) {
-      const ufp4_report_test *t = &r->tests[i];
-      const int group = !t->valid ? 2 : t->significant ? 0 : 1;
-      if (group != g) continue;
-      if (!any) ufp4_strbuf_printf(b, "**%s:**\n\n", head[g]);
-      any = 1;
-      rpt_test_sentence(r, t, s, sizeof s);
-      ufp4_strbuf_printf(b, "- %s\n", s);
+  ufp4_strbuf_puts(b, "\n|---|");
+  for (size_t j = 0; j < r->n_recipes; j++)
+    if (rpt_in_matrix(r, j)) ufp4_strbuf_puts(b, "---|");
+  for (size_t i = 0; i < r->n_recipes; i++) {
+    if (!rpt_in_matrix(r, i)) continue;
+    ufp4_strbuf_puts(b, "\n| `");
+    md_cell(b, r->recipes[i].recipe);
+    ufp4_strbuf_puts(b, "` |");
+    for (size_t j = 0; j < r->n_recipes; j++) {
+      if (!rpt_in_matrix(r, j)) continue;
+      const ufp4_report_pair *p = ufp4_report_find_pair(r, (int)i, (int)j, metric);
+      if (!p) {
+        ufp4_strbuf_puts(b, " — |");
+        continue;
+      }
+      rpt_pair_cells c;
+      rpt_pair_cells_fill(r, p, &c);
+      const char *em = p->significant ? "**" : "";
+      ufp4_strbuf_printf(b, " %s%s%s %s", em, c.diff, em, c.ci);
+      if (c.p[0]) ufp4_strbuf_printf(b, "; %s; %s", c.p, c.mdd);
+      if (c.need[0]) ufp4_strbuf_printf(b, "; %s", c.need);
+      ufp4_strbuf_puts(b, " |");
     }
-    if (!any) ufp4_strbuf_printf(b, "**%s:** none.\n", head[g]);
-    ufp4_strbuf_puts(b, "\n");
   }
+  ufp4_strbuf_puts(b, "\n");
+}
+
+/* The report's opening: the verdict, the two matrices and the paired-gap plot. */
+static void verdict_md(ufp4_strbuf *b, const ufp4_report *r, const rpt_plot *plots, size_t n_plots) {
+  ufp4_strbuf_printf(b, "## Verdict (paired across seeds, two-sided, significant at p < %.2g)\n\n", UFP4_REPORT_ALPHA);
+  rpt_verdict(r, md_verdict_line, b);
+  if (r->n_pairs) {
+    ufp4_strbuf_puts(b, "\nSignificant cells are in bold. MDD: the smallest true difference this run had an 80% chance "
+                        "to find significant, given the spread of the paired differences over its seeds.\n");
+    matrix_md(b, r, 0);
+    matrix_md(b, r, 1);
+  }
+  int lead = 0;
+  for (size_t i = 0; i < n_plots; i++)
+    if (plots[i].lead) {
+      ufp4_strbuf_printf(b, "\n### %s\n\n![%s](plots/%s.svg)\n", plots[i].caption, plots[i].caption, plots[i].name);
+      lead = 1;
+    }
+  if (!lead) {
+    char why[768];
+    rpt_no_lead_plot(r, why, sizeof why);
+    ufp4_strbuf_printf(b, "\n%s\n", why);
+  }
+  ufp4_strbuf_puts(b, "\n");
 }
 
 int rpt_write_md(const ufp4_report *r, const char *path, const rpt_plot *plots, size_t n_plots) {
   ufp4_strbuf b = {0};
   ufp4_strbuf_printf(&b, "# %s\n\n", r->title);
+  verdict_md(&b, r, plots, n_plots);
   if (r->command[0]) ufp4_strbuf_printf(&b, "Command:\n\n```\n%s\n```\n\n", r->command);
   ufp4_strbuf_printf(&b,
              "Metric: BF16-relative loss error = mean over the last %d logged steps of |L - L_%s| / L_%s, with "
@@ -65,8 +106,7 @@ int rpt_write_md(const ufp4_report *r, const char *path, const rpt_plot *plots, 
     ufp4_strbuf_printf(&b, "` | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.seeds, c.train, c.val, c.rel, c.gap, c.relgap,
                c.floor, c.sig);
   }
-  tests_md(&b, r);
-  ufp4_strbuf_puts(&b, "## Runs\n\n| recipe | seed | steps logged | window | final train | final val | rel. err | signed gap "
+  ufp4_strbuf_puts(&b, "\n## Runs\n\n| recipe | seed | steps logged | window | final train | final val | rel. err | signed gap "
                "| diagnostics | folder |\n|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
   for (size_t i = 0; i < r->n_runs; i++) {
     const ufp4_report_run_result *x = &r->runs[i];
@@ -85,6 +125,7 @@ int rpt_write_md(const ufp4_report *r, const char *path, const rpt_plot *plots, 
   }
   ufp4_strbuf_printf(&b, "\n## Plots\n\n%s.\n\n", r->plot_note);
   for (size_t i = 0; i < n_plots; i++)
-    ufp4_strbuf_printf(&b, "### %s\n\n![%s](plots/%s.svg)\n\n", plots[i].caption, plots[i].caption, plots[i].name);
+    if (!plots[i].lead)
+      ufp4_strbuf_printf(&b, "### %s\n\n![%s](plots/%s.svg)\n\n", plots[i].caption, plots[i].caption, plots[i].name);
   return ufp4_strbuf_write(&b, path);
 }
