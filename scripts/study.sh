@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The registered depth study (docs/STUDY.md, sections 3 and 5), run in sittings.
+#
+#   scripts/study.sh [SEEDS]        stage 1: SEEDS = 12 (default); stage 2 passes the final n
+#
+# Every run of the study is made by one binary: the one built from STUDY_COMMIT (below, fixed when
+# the study started) in its own clean worktree (.study/src) and build folder (.study/build). A
+# fresh machine rebuilds it from the same commit. `ufp4 compare` records the commit in every run
+# folder, keeps finished runs, resumes an interrupted run from its newest checkpoint, and moves a
+# run made by another binary aside (OUT/stale/) and redoes it.
+#
+# Order: seeds two at a time, each pair at every depth (L = 2, 4, 8, 16), so that a study stopped
+# at any point has whole seeds done at every depth. Each call is `compare --seed 1 --seeds n`: the
+# runs of seeds 1 .. n-2 are found finished and skipped. With MPI (STUDY_NP ranks, default 2, one
+# thread each) compare shares the 14 runs of a seed pair over the ranks.
+#
+# Environment: STUDY_NP (ranks; 1 = no mpirun, OpenMP threads instead), STUDY_OUT (default
+# reports/study), STUDY_DATA (default data/shards/sotu-bpe2048, which `make run` prepares).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+STUDY_COMMIT=${STUDY_COMMIT:-REPLACE_WITH_STUDY_COMMIT}
+seeds=${1:-12}
+np=${STUDY_NP:-2}
+out=${STUDY_OUT:-reports/study}
+data=${STUDY_DATA:-data/shards/sotu-bpe2048}
+src=.study/src
+bin=.study/build/ufp4
+
+if [[ ! "$seeds" =~ ^[0-9]+$ ]] || ((seeds < 1 || seeds > 24)); then
+  echo "study.sh: SEEDS must be 1..24 (docs/STUDY.md caps stage 2 at 24), not '$seeds'" >&2
+  exit 2
+fi
+if [[ ! -f "$data/train.tok" ]]; then
+  echo "study.sh: no token shards at $data (run 'make run' once, or set STUDY_DATA)" >&2
+  exit 2
+fi
+
+# The study binary: built once per machine from STUDY_COMMIT, never from the working tree.
+if [[ ! -x "$bin" ]] || ! "$bin" version | grep -q "commit ${STUDY_COMMIT:0:12}"; then
+  rm -rf .study/build
+  if [[ -d "$src" ]]; then git -C "$src" checkout -q --detach "$STUDY_COMMIT"
+  else git worktree add -q --detach "$src" "$STUDY_COMMIT"; fi
+  cmake -S "$src" -B .study/build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build .study/build -j"$(nproc)" --target ufp4 >/dev/null
+fi
+"$bin" version
+
+launch=("$bin")
+if ((np > 1)); then
+  launch=(mpirun -np "$np" -x OMP_NUM_THREADS=1 "$bin")
+fi
+
+recipes='e2m1;ufp4;nvfp4;e2m1,scale=nvfp4;e2m1,tile2d=1'
+for ((n = 2; n <= seeds + 1; n += 2)); do
+  ((n > seeds)) && n=$seeds
+  for L in 2 4 8 16; do
+    echo "== $(date -u +%FT%TZ) seeds 1..$n, L=$L"
+    "${launch[@]}" compare --data "$data" --out "$out/L$L" --recipes "$recipes" --seed 1 --seeds "$n" \
+      --steps 2000 --final-steps 400 --layers "$L" --d-model 64 --heads 4 --ffn 192 --seq-len 128 \
+      --batch 8 --lr 2e-3 --warmup 50 --eval-every 125 --eval-batches 32
+  done
+done
+echo "== $(date -u +%FT%TZ) study: seeds 1..$seeds done at every depth"
