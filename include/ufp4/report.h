@@ -50,6 +50,8 @@ typedef struct {
   const char *control;   /* default "fp32"; NULL or "" = no control */
   const char *title;     /* default "ufp4 recipe comparison" */
   const char *command;   /* the exact command line, recorded in the report; may be NULL */
+  const char *commit;    /* the binary that made every run (ufp4 compare: its own git commit),
+                          * recorded in the report; may be NULL */
   int plots;             /* 1 (default): plot when gnuplot is available; 0: never */
 } ufp4_report_options;
 
@@ -97,7 +99,7 @@ typedef struct {
 
 typedef struct {
   int final_steps;
-  char *baseline, *control, *title, *command;
+  char *baseline, *control, *title, *command, *commit; /* commit "" when not given */
   int plots;
   ufp4_report_run_result *runs;
   size_t n_runs;
