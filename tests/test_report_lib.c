@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "json_test_util.h"
+#include "grid_test_util.h"
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
@@ -22,72 +23,9 @@
 #include "ufp4/compare.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
-#include "ufp4/shard.h"
 #include "ufp4/sweep.h"
 
-/* A ufp4 call that must succeed; on failure the library's message is shown. */
-#define assert_ok(call)                                                      \
-  do {                                                                       \
-    int rc_ = (call);                                                        \
-    if (rc_) fprintf(stderr, "%s: %d: %s\n", #call, rc_, ufp4_last_error()); \
-    assert_int_equal(rc_, 0);                                                \
-  } while (0)
-
-static char work[] = "/tmp/ufp4_report_lib_XXXXXX";
-static char data[600];
-
-/* Bytes of sentences drawn from a few words by a fixed LCG: learnable, and the same every time. */
-static int write_shard(const char *name, size_t n, uint32_t seed) {
-  static const char *words[] = {"the ", "state ",  "of ",  "union ",
-                                "is ",  "strong ", "and ", "free. "};
-  uint32_t *ids = malloc(n * sizeof *ids);
-  if (!ids) return -1;
-  for (size_t i = 0; i < n;) {
-    seed = seed * 1664525u + 1013904223u;
-    for (const char *w = words[seed >> 29]; *w && i < n; w++) ids[i++] = (uint8_t)*w;
-  }
-  char path[700];
-  snprintf(path, sizeof path, "%s/%s", data, name);
-  ufp4_shard_info info = {.tokenizer_id = 0, .vocab_size = 256};
-  ufp4_shard_writer *w;
-  int rc = ufp4_shard_writer_open(path, &info, &w);
-  if (!rc && (rc = ufp4_shard_writer_append(w, ids, n))) ufp4_shard_writer_abort(w);
-  if (!rc) rc = ufp4_shard_writer_commit(w, 1);
-  free(ids);
-  return rc;
-}
-
-static int setup(void **state) {
-  (void)state;
-  if (!mkdtemp(work)) return -1;
-  snprintf(data, sizeof data, "%s/data", work);
-  if (ufp4_mkdirs(data) || write_shard("train.tok", 40000, 1) || write_shard("val.tok", 8000, 2)) {
-    fprintf(stderr, "cannot write the shards: %s\n", ufp4_last_error());
-    return -1;
-  }
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  ufp4_remove_tree(work);
-  return 0;
-}
-
-static ufp4_train_config tiny(ufp4_train_config c) {
-  c.model.n_layers = 1;
-  c.model.d_model = 32;
-  c.model.n_heads = 2;
-  c.model.ffn_dim = 64;
-  c.model.seq_len = 32;
-  c.batch = 4;
-  c.steps = 10;
-  c.optim.lr = 3e-3;
-  c.optim.warmup_steps = 2;
-  c.eval_batches = 2;
-  c.progress = 0;
-  return c;
-}
+static char *const work = grid_work, *const data = grid_data;
 
 /* The losses of the last two train lines of RUN/metrics.jsonl (last first), and their steps. */
 static void last_two_losses(const char *run, double loss[2], int step[2]) {
@@ -136,7 +74,7 @@ static ufp4_compare_options compare_options(const char *sub, char *out, size_t s
   o.data_dir = data;
   o.out_dir = out;
   o.log = NULL;
-  o.train = tiny(o.train);
+  o.train = grid_test_tiny(o.train);
   return o;
 }
 
@@ -310,7 +248,7 @@ static void test_sweep(void **state) {
   o.out_dir = out;
   o.sizes = "1x32,1x64,2x64";
   o.recipes = "bf16,ufp4";
-  o.train = tiny(o.train);
+  o.train = grid_test_tiny(o.train);
   o.train.steps = 8;
   ufp4_sweep_result res;
   setenv("UFP4_GNUPLOT", "/nonexistent/gnuplot", 1);
@@ -428,5 +366,5 @@ int main(void) {
       cmocka_unit_test(test_report_from_runs), cmocka_unit_test(test_sweep),
       cmocka_unit_test(test_sweep_errors),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, grid_test_setup, grid_test_teardown);
 }

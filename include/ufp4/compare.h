@@ -10,6 +10,17 @@
  * OUT/runs/NAME/seedS, NAME the spec with every character other than letters, digits, '-' and '.'
  * replaced by '_'. Seed s of every recipe shares the init, the data order and the SR streams.
  *
+ * Resumable: a study of long runs can be run in several sittings by repeating the same call (the
+ * same `ufp4 compare` command) with the same binary. Before training, rank 0 looks at every run
+ * folder: a run finished by this binary with this configuration is not trained again (the report
+ * uses it); an interrupted one resumes from its newest checkpoint and ends bit-identical to an
+ * uninterrupted run; one with no checkpoint starts again. A folder made by another binary (the
+ * git commit each run.json records, train.h; a "-dirty" build is its own binary) or with another
+ * configuration (threads, ckpt_every and keep_ckpts aside, which change no result) is moved to
+ * OUT/stale/COMMIT/runs/NAME/seedS, never deleted, and redone; a damaged run folder is an error
+ * naming the file. The log says what was moved, then "N done, M to resume, K to run". The report
+ * records the binary's commit. Details: report/run_resume.h.
+ *
  * Under mpirun the runs are shared out over the ranks (report/run_share.h): every rank calls
  * ufp4_compare_run, rank 0 alone builds and writes the report, and the report is that of one
  * process. A failed run fails the call on every rank, and no report is written. The call joins
@@ -40,10 +51,13 @@ typedef struct {
   double target_effect; /* > 0: the report gives the seeds each pair needs to detect this
                          * difference of relative error, in percentage points (report.h);
                          * 0 (default): none */
-  FILE *log; /* where the one-line plan goes (rank 0); default stderr; NULL = nowhere */
+  FILE *log; /* where the plan and the resume lines go (rank 0); default stderr; NULL = nowhere */
   ufp4_train_config train; /* every run's configuration but recipe, seed offset and out_dir; by
-                            * default ufp4_train_config_default() with eval_every = 0 and
-                            * diag_every = -1, which means steps / 4 (at least 1) */
+                            * default ufp4_train_config_default() with eval_every = 0,
+                            * diag_every = -1, which means steps / 4 (at least 1), ckpt_every =
+                            * -1, which means every ceil(steps / 10) steps (at least 1), so that
+                            * an interruption loses at most a tenth of a run, and keep_ckpts = 1
+                            * (a resume needs only the newest) */
 } ufp4_compare_options;
 
 ufp4_compare_options ufp4_compare_options_default(void);

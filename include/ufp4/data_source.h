@@ -33,6 +33,10 @@ int ufp4_shard_source_batch(void *ctx, uint64_t index, int32_t *tokens);
  * match), n_kv_heads is resolved, eval_batches is capped at one validation pass, and the data
  * folder is recorded in config.json. */
 int ufp4_train_shards(ufp4_train_config *cfg, const char *dir, int resume, ufp4_train_result *res);
+/* cfg as ufp4_train_shards would train it on DIR's shards and record it in config.json
+ * (ufp4_train_config_resolve included), without training: what a run folder made from cfg must
+ * hold. */
+int ufp4_train_shards_resolve(ufp4_train_config *cfg, const char *dir);
 /* Validation batches available (one pass). */
 uint64_t ufp4_shard_source_batches(const ufp4_shard_source *s);
 

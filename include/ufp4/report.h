@@ -63,6 +63,8 @@ typedef struct {
   const char *control;   /* default "fp32"; NULL or "" = no control */
   const char *title;     /* default "ufp4 recipe comparison" */
   const char *command;   /* the exact command line, recorded in the report; may be NULL */
+  const char *commit;    /* the binary that made every run (ufp4 compare: its own git commit),
+                          * recorded in the report; may be NULL */
   int plots;             /* 1 (default): plot when gnuplot is available; 0: never */
   double target_effect;  /* > 0: the seeds each rel_err pair needs to detect this difference of
                           * relative error, in percentage points (0.1 = 0.1 pp = 0.001 of the
@@ -131,7 +133,7 @@ typedef struct {
 
 typedef struct {
   int final_steps;
-  char *baseline, *control, *title, *command;
+  char *baseline, *control, *title, *command, *commit; /* commit "" when not given */
   int plots;
   ufp4_report_run_result *runs;
   size_t n_runs;

@@ -14,7 +14,12 @@
  * {"sizes":[{"layers","width","params","flops","loss":{RECIPE:
  * L}}],"fits":[{"recipe","a","b","c"}]} (null where not fitted), sweep.dat (gnuplot data: C, the
  * losses, the gaps to bf16), and the plots sweep_loss.svg/png and sweep_gap.svg/png when gnuplot is
- * there (plot.h). */
+ * there (plot.h).
+ *
+ * Resumable in sittings exactly as ufp4_compare_run (compare.h, report/run_resume.h): runs finished
+ * by this binary with this configuration are read back from their run.json (the loss to the bit),
+ * interrupted ones resume from their newest checkpoint, and folders of another binary or
+ * configuration are moved to OUT/stale/COMMIT/runs/... and redone. */
 #ifndef UFP4_SWEEP_H
 #define UFP4_SWEEP_H
 
@@ -37,8 +42,11 @@ typedef struct {
   const char *recipes; /* ','-separated (';' when a spec holds commas), must include bf16, the
                         * reference of the gap; default "bf16,e2m1,ufp4" */
   int seeds; /* 1..UFP4_MAX_GRID_SEEDS (default 1); the loss is the mean over the seeds */
+  FILE *log; /* rank 0's lines (runs done, to resume, to run; stale folders); default stderr;
+              * NULL = nowhere */
   ufp4_train_config train; /* all but the model shape, recipe, seed offset and out_dir; by
-                            * default ufp4_train_config_default() with eval_every = 0 */
+                            * default ufp4_train_config_default() with eval_every = 0,
+                            * keep_ckpts = 1 and ckpt_every = -1: every ceil(steps / 10) steps */
 } ufp4_sweep_options;
 
 ufp4_sweep_options ufp4_sweep_options_default(void);

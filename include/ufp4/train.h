@@ -9,6 +9,9 @@
  *                   val_loss, val_ppl
  *   diagnostics.jsonl     with diag_every > 0: operand, GEMM and drift measures (diagnostics.h)
  *   ckpt/step_NNNNNNNN/   checkpoints (checkpoint.h): Hugging Face loadable, plus optimizer state
+ *   run.json        the run's record (ufp4_run_record): which binary trained it and whether it
+ *                   finished; written "running" when the run starts, and replaced, as the run's
+ *                   last write, by "finished" with the result, or by "failed" with the error
  *
  * Determinism: batch i of the run is a pure function of (seed, i) through the batch source, the
  * stochastic rounding of micro-step s uses stream s, and every kernel is thread-count independent,
@@ -89,8 +92,39 @@ typedef struct {
 } ufp4_train_result;
 
 /* Trains from scratch, or with resume = 1 from the latest checkpoint in out_dir (its config must
- * match). Returns 0 or a negative status with ufp4_last_error() set. */
+ * match); the result of a resumed run is that of the uninterrupted one, but for tokens_per_s,
+ * which covers this call's steps. Returns 0 or a negative status with ufp4_last_error() set. */
 int ufp4_train(const ufp4_train_config *cfg, const ufp4_data_source *data, int resume, ufp4_train_result *res);
+
+/* The configuration as ufp4_train runs it and config.json records it: total_steps 0 becomes steps,
+ * and the model's derived fields are filled (ufp4_model_config_resolve). */
+void ufp4_train_config_resolve(ufp4_train_config *cfg);
+
+typedef enum {
+  UFP4_RUN_NONE = 0,  /* no run.json: no run, or one from a binary before run records */
+  UFP4_RUN_RUNNING,   /* started, and not ended by a return of ufp4_train: running or killed */
+  UFP4_RUN_FAILED,    /* ufp4_train returned an error; `error` holds it */
+  UFP4_RUN_FINISHED,  /* every step done and every file written; `result` holds what it returned */
+} ufp4_run_state;
+
+/* A run folder's run.json. */
+typedef struct {
+  ufp4_run_state state;
+  /* The binary that trained the run (its git commit, `git describe --always --dirty`, or
+   * "unknown"); when a resume was made by another binary, all of them in order joined by '+'. */
+  char commit[256];
+  ufp4_train_result result; /* FINISHED: exactly the result ufp4_train returned (losses to the bit;
+                             * tokens_per_s of the last sitting) */
+  char error[512];          /* FAILED */
+} ufp4_run_record;
+
+/* Reads DIR/run.json into *rec; state UFP4_RUN_NONE when there is none. A file that is not such a
+ * record is UFP4_EFORMAT naming it. */
+int ufp4_run_record_read(const char *dir, ufp4_run_record *rec);
+
+/* The step of the newest complete checkpoint of run folder `dir`, the one a resume starts from;
+ * -1 when there is none. */
+int ufp4_train_latest_checkpoint(const char *dir);
 
 /* Writes the resolved configuration as JSON (malloc'ed string). */
 char *ufp4_train_config_json(const ufp4_train_config *cfg);

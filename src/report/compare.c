@@ -6,9 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/build_info.h"
 #include "core/timer.h"
+#include "report/run_resume.h"
 #include "report/run_share.h"
-#include "ufp4/data_source.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
 #include "ufp4/recipe.h"
@@ -26,6 +27,8 @@ ufp4_compare_options ufp4_compare_options_default(void) {
   o.train = ufp4_train_config_default();
   o.train.eval_every = 0;
   o.train.diag_every = -1;
+  o.train.ckpt_every = -1;
+  o.train.keep_ckpts = 1;
   return o;
 }
 
@@ -120,41 +123,57 @@ static void dir_name(const char *spec, char *out, size_t size) {
 typedef struct {
   const ufp4_compare_options *o;
   const recipe_list *list;
-  ufp4_train_config base; /* o->train with diag_every resolved and progress on rank 0 only */
+  ufp4_train_config base; /* o->train with diag_every and ckpt_every resolved, progress on rank 0
+                           * only */
   ufp4_run_share share;
-  ufp4_report_run *runs; /* every run of the grid, whichever rank trains it */
-  int own_runs, own_done;
+  ufp4_resume_grid resume;
+  ufp4_resume_fate *fate; /* every run's, from ufp4_resume_plan */
+  ufp4_report_run *runs;  /* every run of the grid, whichever rank trains it */
+  int own_runs, own_done; /* this rank's runs still to train, and those trained */
   double t0;
 } grid;
 
-/* Trains run (s, k) when it is this rank's, and records it for the report either way. */
-static int grid_run(grid *g, int s, int k) {
-  const int j = s * g->list->n + k;
-  ufp4_train_config cfg = g->base;
-  cfg.seed = g->base.seed + (uint64_t)s;
-  const char *spec = g->list->spec[k];
-  snprintf(cfg.recipe, sizeof cfg.recipe, "%.511s", spec);
+/* The configuration of run j (a ufp4_resume_config_fn). */
+static int run_config(void *ctx, int j, ufp4_train_config *cfg) {
+  const grid *g = ctx;
+  const int s = j / g->list->n;
+  *cfg = g->base;
+  cfg->seed = g->base.seed + (uint64_t)s;
+  const char *spec = g->list->spec[j % g->list->n];
+  snprintf(cfg->recipe, sizeof cfg->recipe, "%.511s", spec);
   char name[400];
   dir_name(spec, name, sizeof name);
-  char dir[sizeof cfg.out_dir + 1];
+  char dir[sizeof cfg->out_dir + 1];
   const int len = snprintf(dir, sizeof dir, "%s/runs/%s/seed%llu", g->o->out_dir, name,
-                           (unsigned long long)cfg.seed);
+                           (unsigned long long)cfg->seed);
   /* A cut path would put two runs in one folder. */
-  if (len < 0 || (size_t)len >= sizeof dir || ufp4_train_set_out_dir(&cfg, dir))
+  if (len < 0 || (size_t)len >= sizeof dir || ufp4_train_set_out_dir(cfg, dir))
     return ufp4_fail(UFP4_EINVAL,
                      "compare: the run folders would be longer than %zu bytes under the out "
                      "folder of %zu bytes (%.64s...)",
-                     sizeof cfg.out_dir - 1, strlen(g->o->out_dir), g->o->out_dir);
-  snprintf(cfg.progress_label, sizeof cfg.progress_label, "run %d/%d %s seed %llu", g->own_done + 1,
-           g->own_runs, spec, (unsigned long long)cfg.seed);
-  /* Progress and ETA come from rank 0's share, which is as long as any other's to within a run. */
-  const double elapsed = ufp4_now_s() - g->t0;
-  cfg.eta_after_s = g->own_done ? elapsed / g->own_done * (g->own_runs - g->own_done - 1) : 0;
+                     sizeof cfg->out_dir - 1, strlen(g->o->out_dir), g->o->out_dir);
+  return 0;
+}
+
+/* Trains run j when it is this rank's (or takes it as done), and records it for the report
+ * either way. */
+static int grid_run(grid *g, int j) {
+  ufp4_train_config cfg;
+  int rc = run_config(g, j, &cfg);
+  if (rc) return rc;
+  const char *spec = cfg.recipe;
   if (ufp4_run_share_mine(&g->share, j)) {
+    const int train = g->fate[j] != UFP4_RESUME_DONE;
+    snprintf(cfg.progress_label, sizeof cfg.progress_label, "run %d/%d %.60s seed %llu%s",
+             g->own_done + 1, g->own_runs, spec, (unsigned long long)cfg.seed,
+             g->fate[j] == UFP4_RESUME_FROM_CKPT ? " (resumed)" : "");
+    /* Progress and ETA come from rank 0's share, which is as long as any other's to within a
+     * run. */
+    const double elapsed = ufp4_now_s() - g->t0;
+    cfg.eta_after_s = g->own_done ? elapsed / g->own_done * (g->own_runs - g->own_done - 1) : 0;
     ufp4_train_result res;
-    int rc = ufp4_train_shards(&cfg, g->o->data_dir, 0, &res);
-    if (rc) return rc;
-    g->own_done++;
+    if ((rc = ufp4_resume_train(&g->resume, &cfg, g->fate[j], &res))) return rc;
+    g->own_done += train;
   }
   ufp4_report_run *run = &g->runs[j];
   snprintf(run->recipe, sizeof run->recipe, "%.255s", spec);
@@ -164,10 +183,9 @@ static int grid_run(grid *g, int s, int k) {
 }
 
 /* Every run on every rank; 0 only when all of them, on all ranks, succeeded. */
-static int grid_train(grid *g) {
+static int grid_train(grid *g, int total) {
   int rc = 0;
-  for (int s = 0; s < g->o->seeds && !rc; s++)
-    for (int k = 0; k < g->list->n && !rc; k++) rc = grid_run(g, s, k);
+  for (int j = 0; j < total && !rc; j++) rc = grid_run(g, j);
   /* Every rank's runs are on disk (or one failed) before rank 0 reads them all. */
   return ufp4_run_share_agree(&g->share, rc);
 }
@@ -180,6 +198,7 @@ static int report(const grid *g, int total, ufp4_compare_result *res) {
   opt.control = o->control ? "fp32" : NULL;
   opt.command = o->command;
   opt.target_effect = o->target_effect;
+  opt.commit = ufp4_build_commit(); /* every run's, by ufp4_resume_plan */
   return ufp4_report_make(g->runs, (size_t)total, &opt, o->out_dir, &res->report);
 }
 
@@ -195,13 +214,22 @@ static int compare(grid *g, ufp4_compare_result *res) {
   const int total = g->list->n * g->o->seeds;
   res->n_recipes = g->list->n;
   res->n_runs = total;
-  g->own_runs = ufp4_run_share_count(&g->share, total);
   g->runs = calloc((size_t)total, sizeof *g->runs);
-  if (!g->runs) return ufp4_fail(UFP4_ENOMEM, "compare: out of memory");
-  log_plan(g, total);
-  int rc = grid_train(g);
+  g->fate = calloc((size_t)total, sizeof *g->fate);
+  int rc = g->runs && g->fate ? 0 : ufp4_fail(UFP4_ENOMEM, "compare: out of memory");
+  if (!rc) {
+    log_plan(g, total);
+    g->resume = (ufp4_resume_grid){.what = "compare", .out_dir = g->o->out_dir,
+                                   .data_dir = g->o->data_dir, .log = g->o->log,
+                                   .config = run_config, .ctx = g};
+    rc = ufp4_resume_plan(&g->resume, &g->share, total, g->fate);
+  }
+  for (int j = 0; !rc && j < total; j++)
+    g->own_runs += ufp4_run_share_mine(&g->share, j) && g->fate[j] != UFP4_RESUME_DONE;
+  if (!rc) rc = grid_train(g, total);
   if (!rc && !g->share.rank) rc = report(g, total, res);
   free(g->runs);
+  free(g->fate);
   return rc;
 }
 
@@ -217,6 +245,7 @@ int ufp4_compare_run(const ufp4_compare_options *o, ufp4_compare_result *res) {
   }
   *g = (grid){.o = o, .list = list, .base = o->train, .t0 = ufp4_now_s()};
   if (g->base.diag_every < 0) g->base.diag_every = g->base.steps >= 4 ? g->base.steps / 4 : 1;
+  ufp4_resume_defaults(&g->base);
   if (!(rc = ufp4_run_share_begin(&g->share, g->base.threads))) {
     res->rank = g->share.rank;
     if (g->share.rank) g->base.progress = 0;

@@ -291,9 +291,10 @@ int ufp4_report_build(const ufp4_report_run *runs, size_t n, const ufp4_report_o
   r->control = dupstr(o.control);
   r->title = dupstr(o.title ? o.title : "ufp4 recipe comparison");
   r->command = dupstr(o.command ? o.command : "");
+  r->commit = dupstr(o.commit ? o.commit : "");
   r->runs = calloc(n, sizeof *r->runs);
   r->recipes = calloc(n, sizeof *r->recipes);
-  int rc = (!r->baseline || (o.control && !r->control) || !r->title || !r->command || !r->runs ||
+  int rc = (!r->baseline || (o.control && !r->control) || !r->title || !r->command || !r->commit || !r->runs ||
             !r->recipes)
                ? ufp4_fail(UFP4_ENOMEM, "report: out of memory")
                : build(r, runs, n);
@@ -323,6 +324,7 @@ void ufp4_report_free(ufp4_report *r) {
   free(r->control);
   free(r->title);
   free(r->command);
+  free(r->commit);
   free(r);
 }
 

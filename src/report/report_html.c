@@ -187,6 +187,11 @@ int rpt_write_html(const ufp4_report *r, const char *path, const char *plot_dir,
     rpt_html_escape(&b, r->command);
     ufp4_strbuf_puts(&b, "</pre>\n");
   }
+  if (r->commit[0]) {
+    ufp4_strbuf_puts(&b, "<p>Binary: <code>");
+    rpt_html_escape(&b, r->commit);
+    ufp4_strbuf_puts(&b, "</code> (git commit of every run)</p>\n");
+  }
   ufp4_strbuf_printf(&b, "<p>Metric: BF16-relative loss error = mean over the last %d logged steps of |L &minus; L<sub>", r->final_steps);
   rpt_html_escape(&b, r->baseline);
   ufp4_strbuf_puts(&b, "</sub>| / L<sub>");

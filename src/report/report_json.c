@@ -51,6 +51,7 @@ int rpt_write_json(const ufp4_report *r, const char *path) {
   if (!j) return ufp4_fail(UFP4_ENOMEM, "%s: out of memory", path);
   cJSON_AddStringToObject(j, "title", r->title);
   cJSON_AddStringToObject(j, "command", r->command);
+  if (r->commit[0]) cJSON_AddStringToObject(j, "commit", r->commit);
   cJSON_AddStringToObject(j, "baseline", r->baseline);
   if (r->control) cJSON_AddStringToObject(j, "control", r->control);
   else cJSON_AddNullToObject(j, "control");

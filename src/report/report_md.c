@@ -89,6 +89,7 @@ int rpt_write_md(const ufp4_report *r, const char *path, const rpt_plot *plots, 
   ufp4_strbuf_printf(&b, "# %s\n\n", r->title);
   verdict_md(&b, r, plots, n_plots);
   if (r->command[0]) ufp4_strbuf_printf(&b, "Command:\n\n```\n%s\n```\n\n", r->command);
+  if (r->commit[0]) ufp4_strbuf_printf(&b, "Binary: `%s` (git commit of every run)\n\n", r->commit);
   ufp4_strbuf_printf(&b,
              "Metric: BF16-relative loss error = mean over the last %d logged steps of |L - L_%s| / L_%s, with "
              "L_%s the %s run of the same seed. Signed gap = mean of (L - L_%s) over the same window. The control "

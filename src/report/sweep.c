@@ -8,8 +8,8 @@
 #include <string.h>
 
 #include "core/strbuf.h"
+#include "report/run_resume.h"
 #include "report/run_share.h"
-#include "ufp4/data_source.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
 #include "ufp4/jsonnum.h"
@@ -17,9 +17,12 @@
 #include "ufp4/recipe.h"
 
 ufp4_sweep_options ufp4_sweep_options_default(void) {
-  ufp4_sweep_options o = {.sizes = "2x64,2x128,4x128", .recipes = "bf16,e2m1,ufp4", .seeds = 1};
+  ufp4_sweep_options o = {
+      .sizes = "2x64,2x128,4x128", .recipes = "bf16,e2m1,ufp4", .seeds = 1, .log = stderr};
   o.train = ufp4_train_config_default();
   o.train.eval_every = 0;
+  o.train.ckpt_every = -1;
+  o.train.keep_ckpts = 1;
   return o;
 }
 
@@ -112,6 +115,7 @@ int ufp4_sweep_check(const ufp4_sweep_options *o) {
 static ufp4_train_config run_config(const ufp4_sweep_options *o, ufp4_sweep_result *res, int si,
                                     int k, int s) {
   ufp4_train_config cfg = o->train;
+  ufp4_resume_defaults(&cfg);
   ufp4_sweep_size *z = &res->size[si];
   cfg.model.n_layers = z->layers;
   cfg.model.d_model = z->width;
@@ -127,25 +131,46 @@ static ufp4_train_config run_config(const ufp4_sweep_options *o, ufp4_sweep_resu
   return cfg;
 }
 
-/* This rank's runs; run_loss[j] = the final loss of run j (j in size, recipe, seed order). */
-static int train_share(const ufp4_sweep_options *o, ufp4_sweep_result *res, ufp4_run_share *share,
-                       double *run_loss) {
+/* The grid being run: run j = (size si, recipe k, seed s), j in size, recipe, seed order. */
+typedef struct {
+  const ufp4_sweep_options *o;
+  ufp4_sweep_result *res;
+  ufp4_resume_grid resume;
+  ufp4_resume_fate *fate; /* every run's, from ufp4_resume_plan */
+} sweep_grid;
+
+/* The configuration of run j (a ufp4_resume_config_fn). */
+static int grid_config(void *ctx, int j, ufp4_train_config *cfg) {
+  sweep_grid *g = ctx;
+  const int seeds = g->o->seeds, nr = g->res->n_recipes;
+  *cfg = run_config(g->o, g->res, j / (nr * seeds), j / seeds % nr, j % seeds);
+  return 0;
+}
+
+/* This rank's runs, trained, resumed or (finished before) read; run_loss[j] = the final loss of
+ * run j. */
+static int train_share(sweep_grid *g, ufp4_run_share *share, double *run_loss) {
+  const ufp4_sweep_options *o = g->o;
+  ufp4_sweep_result *res = g->res;
   const int nr = res->n_recipes, total = res->n_sizes * nr * o->seeds;
-  const int own_total = ufp4_run_share_count(share, total);
-  int own_done = 0;
+  int own_total = 0, own_done = 0;
+  for (int j = 0; j < total; j++)
+    own_total += ufp4_run_share_mine(share, j) && g->fate[j] != UFP4_RESUME_DONE;
   for (int j = 0; j < total; j++) {
-    const int si = j / (nr * o->seeds), k = j / o->seeds % nr, s = j % o->seeds;
-    ufp4_train_config cfg = run_config(o, res, si, k, s);
+    const int si = j / (nr * o->seeds), k = j / o->seeds % nr;
+    ufp4_train_config cfg;
+    grid_config(g, j, &cfg);
     if (!ufp4_run_share_mine(share, j)) continue;
-    snprintf(cfg.progress_label, sizeof cfg.progress_label, "run %d/%d %dx%d %s seed %llu",
+    snprintf(cfg.progress_label, sizeof cfg.progress_label, "run %d/%d %dx%d %s seed %llu%s",
              own_done + 1, own_total, res->size[si].layers, res->size[si].width, res->recipe[k],
-             (unsigned long long)cfg.seed);
+             (unsigned long long)cfg.seed,
+             g->fate[j] == UFP4_RESUME_FROM_CKPT ? " (resumed)" : "");
     if (share->rank) cfg.progress = 0;
     ufp4_train_result tr;
-    int rc = ufp4_train_shards(&cfg, o->data_dir, 0, &tr);
+    int rc = ufp4_resume_train(&g->resume, &cfg, g->fate[j], &tr);
     if (rc) return rc;
     run_loss[j] = isnan(tr.final_val_loss) ? tr.final_loss : tr.final_val_loss;
-    own_done++;
+    own_done += g->fate[j] != UFP4_RESUME_DONE;
   }
   return 0;
 }
@@ -170,12 +195,16 @@ int ufp4_sweep_run(const ufp4_sweep_options *o, ufp4_sweep_result *res) {
   const int total = res->n_sizes * res->n_recipes * o->seeds;
   /* The final loss of run j, filled by the rank that runs it and then summed over the ranks. */
   double *run_loss = calloc((size_t)total, sizeof *run_loss);
-  if (!run_loss) return ufp4_fail(UFP4_ENOMEM, "sweep: out of memory");
+  sweep_grid g = {.o = o, .res = res, .fate = calloc((size_t)total, sizeof *g.fate)};
+  g.resume = (ufp4_resume_grid){.what = "sweep", .out_dir = o->out_dir, .data_dir = o->data_dir,
+                                .log = o->log, .config = grid_config, .ctx = &g};
+  if (!run_loss || !g.fate) rc = ufp4_fail(UFP4_ENOMEM, "sweep: out of memory");
   ufp4_run_share share;
-  if (!(rc = ufp4_run_share_begin(&share, o->train.threads))) {
+  if (!rc && !(rc = ufp4_run_share_begin(&share, o->train.threads))) {
     res->rank = share.rank;
     rc = ufp4_run_share_agree(&share, ufp4_mkdirs(o->out_dir));
-    if (!rc) rc = ufp4_run_share_agree(&share, train_share(o, res, &share, run_loss));
+    if (!rc) rc = ufp4_resume_plan(&g.resume, &share, total, g.fate);
+    if (!rc) rc = ufp4_run_share_agree(&share, train_share(&g, &share, run_loss));
     if (!rc) rc = ufp4_run_share_gather(&share, run_loss, (size_t)total);
   }
   if (!rc && !res->rank) {
@@ -183,6 +212,7 @@ int ufp4_sweep_run(const ufp4_sweep_options *o, ufp4_sweep_result *res) {
     rc = ufp4_sweep_write(res, o->out_dir);
   }
   free(run_loss);
+  free(g.fate);
   return rc;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cjson/cJSON.h>
 #include <dirent.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,7 @@ static int step_dir(train_path *p, const char *run, int step) {
 }
 
 /* Highest step with a complete checkpoint folder, or -1 (also when the path does not fit). */
-static int latest_checkpoint(const char *run) {
+int ufp4_train_latest_checkpoint(const char *run) {
   train_path dir;
   DIR *d = train_path_fmt(&dir, "%s/ckpt", run) ? NULL : opendir(dir.s);
   if (!d) return -1;
@@ -71,25 +72,49 @@ static void prune_checkpoints(const char *run, int keep, int every, int newest) 
   }
 }
 
+/* A double as JSON that reads back as the same bits (%.17g), or null when it is not finite. */
+static const char *exact_num(char buf[32], double v) {
+  if (isfinite(v)) snprintf(buf, 32, "%.17g", v);
+  else snprintf(buf, 32, "null");
+  return buf;
+}
+
 int ckpt_save_step(const ufp4_train_config *cfg, ufp4_model *m, const float *m_state,
-                   const float *v_state, int step) {
+                   const float *v_state, int step, const ckpt_carry *carry) {
   train_path path;
-  char json[256];
+  char json[512], window[32], loss[32], val[32];
   int rc = step_dir(&path, cfg->out_dir, step);
   if (rc) return rc;
   /* world is kept so that a resume can refuse another rank count: the data order depends on it. */
-  snprintf(json, sizeof json, "{\"step\":%d,\"seed\":%llu,\"world\":%d}", step,
-           (unsigned long long)cfg->seed, cfg->world);
+  snprintf(json, sizeof json,
+           "{\"step\":%d,\"seed\":%llu,\"world\":%d,\"window_loss\":%s,\"window_n\":%d,"
+           "\"skipped_steps\":%d,\"final_loss\":%s,\"final_val_loss\":%s}",
+           step, (unsigned long long)cfg->seed, cfg->world, exact_num(window, carry->window_loss),
+           carry->window_n, carry->skipped_steps, exact_num(loss, carry->final_loss),
+           exact_num(val, carry->final_val_loss));
   if ((rc = ufp4_checkpoint_save(path.s, m, m_state, v_state, json))) return rc;
   prune_checkpoints(cfg->out_dir, cfg->keep_ckpts, cfg->ckpt_every > 0 ? cfg->ckpt_every : 0, step);
   return 0;
 }
 
-/* The trainer metadata of checkpoint `path` must record `step` and this run's world. */
-static int check_trainer_meta(const char *path, const char *trainer, int step, int run_world) {
+/* A number of the trainer metadata, or `absent` when it is missing or null. */
+static double meta_num(const cJSON *j, const char *key, double absent) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : absent;
+}
+
+/* The trainer metadata of checkpoint `path` must record `step` and this run's world; the carry is
+ * read from it. */
+static int read_trainer_meta(const char *path, const char *trainer, int step, int run_world,
+                             ckpt_carry *carry) {
   cJSON *j = trainer ? cJSON_Parse(trainer) : NULL;
   const cJSON *st = j ? cJSON_GetObjectItemCaseSensitive(j, "step") : NULL;
   const cJSON *w = j ? cJSON_GetObjectItemCaseSensitive(j, "world") : NULL;
+  *carry = (ckpt_carry){.window_loss = meta_num(j, "window_loss", 0),
+                        .window_n = (int)meta_num(j, "window_n", 0),
+                        .skipped_steps = (int)meta_num(j, "skipped_steps", 0),
+                        .final_loss = meta_num(j, "final_loss", NAN),
+                        .final_val_loss = meta_num(j, "final_val_loss", NAN)};
   /* Checkpoints from before data parallelism record no world: they were written by one rank. */
   const int world = cJSON_IsNumber(w) ? w->valueint : 1;
   int rc = 0;
@@ -106,8 +131,8 @@ static int check_trainer_meta(const char *path, const char *trainer, int step, i
 }
 
 int ckpt_resume(const ufp4_train_config *cfg, ufp4_model *m, float *m_state, float *v_state,
-                int *step) {
-  *step = latest_checkpoint(cfg->out_dir);
+                int *step, ckpt_carry *carry) {
+  *step = ufp4_train_latest_checkpoint(cfg->out_dir);
   if (*step < 0)
     return ufp4_fail(UFP4_EINVAL, "%s: --resume, but no complete checkpoint under %s/ckpt",
                      cfg->out_dir, cfg->out_dir);
@@ -122,7 +147,7 @@ int ckpt_resume(const ufp4_train_config *cfg, ufp4_model *m, float *m_state, flo
                    path.s);
   if (!rc) rc = ufp4_checkpoint_load_params(path.s, m);
   if (!rc) rc = ufp4_checkpoint_load_optimizer(path.s, n, m_state, v_state, &trainer);
-  if (!rc) rc = check_trainer_meta(path.s, trainer, *step, cfg->world);
+  if (!rc) rc = read_trainer_meta(path.s, trainer, *step, cfg->world, carry);
   free(trainer);
   return rc;
 }

@@ -11,18 +11,31 @@
 
 #include "ufp4/train.h"
 
+/* What the loop carries from step to step besides the parameters and the AdamW moments, saved
+ * with every checkpoint so that a resumed run ends with the result of the uninterrupted one: the
+ * train losses summed since the last metrics line (final_loss is their mean at the end), the
+ * steps the NaN policy skipped, and the result's losses as of the checkpoint (a run killed after
+ * its final checkpoint resumes with no step left to run). */
+typedef struct {
+  double window_loss;
+  int window_n;
+  int skipped_steps;
+  double final_loss, final_val_loss; /* NaN when not known yet */
+} ckpt_carry;
+
 /* Is a checkpoint due after `done_steps` steps: every ckpt_every steps, and at the end. */
 int ckpt_due(const ufp4_train_config *cfg, int done_steps);
 
-/* Saves the model and AdamW state as checkpoint `step` (its metadata records step, seed and
- * world), then removes those older than the keep_ckpts newest. */
+/* Saves the model and AdamW state as checkpoint `step` (its metadata records step, seed, world
+ * and the carry), then removes those older than the keep_ckpts newest. */
 int ckpt_save_step(const ufp4_train_config *cfg, ufp4_model *m, const float *m_state,
-                   const float *v_state, int step);
+                   const float *v_state, int step, const ckpt_carry *carry);
 
-/* Loads the newest complete checkpoint of cfg->out_dir into m, m_state and v_state and stores its
- * step in *step. Fails, naming the checkpoint, when there is none, when its model is not this
- * config's, or when it was written by another number of ranks (the data order depends on it). */
+/* Loads the newest complete checkpoint of cfg->out_dir into m, m_state, v_state and *carry and
+ * stores its step in *step. Fails, naming the checkpoint, when there is none, when its model is
+ * not this config's, or when it was written by another number of ranks (the data order depends on
+ * it). A checkpoint from before the carry was saved gives an empty window and no skipped steps. */
 int ckpt_resume(const ufp4_train_config *cfg, ufp4_model *m, float *m_state, float *v_state,
-                int *step);
+                int *step, ckpt_carry *carry);
 
 #endif

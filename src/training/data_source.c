@@ -63,6 +63,24 @@ uint64_t ufp4_shard_source_batches(const ufp4_shard_source *s) {
   return s->loader ? ufp4_loader_batches_per_epoch(s->loader) : 0;
 }
 
+/* What ufp4_train_shards changes in cfg, given the opened shards. */
+static void resolve(ufp4_train_config *cfg, const char *dir, const ufp4_shard_data *data) {
+  cfg->model.vocab = (int)data->vocab;
+  ufp4_train_config_resolve(cfg);
+  if (cfg->data_desc != dir) snprintf(cfg->data_desc, sizeof cfg->data_desc, "%s", dir);
+  uint64_t vb = ufp4_shard_source_batches(&data->val);
+  if ((uint64_t)cfg->eval_batches > vb) cfg->eval_batches = (int)vb;
+}
+
+int ufp4_train_shards_resolve(ufp4_train_config *cfg, const char *dir) {
+  ufp4_shard_data data;
+  int rc = ufp4_shard_data_open(&data, dir, cfg->batch, cfg->model.seq_len, cfg->seed, cfg->rank, cfg->world);
+  if (rc) return rc;
+  resolve(cfg, dir, &data);
+  ufp4_shard_data_close(&data);
+  return 0;
+}
+
 int ufp4_train_shards(ufp4_train_config *cfg, const char *dir, int resume, ufp4_train_result *res) {
   ufp4_shard_data data;
   int rc = ufp4_shard_data_open(&data, dir, cfg->batch, cfg->model.seq_len, cfg->seed, cfg->rank, cfg->world);
@@ -79,11 +97,7 @@ int ufp4_train_shards(ufp4_train_config *cfg, const char *dir, int resume, ufp4_
     rc = ufp4_fail(UFP4_EINVAL, "%s/train.tok has vocabulary %u but the run's model has %d", dir, data.vocab,
                    cfg->model.vocab);
   } else {
-    cfg->model.vocab = (int)data.vocab;
-    ufp4_model_config_resolve(&cfg->model);
-    if (cfg->data_desc != dir) snprintf(cfg->data_desc, sizeof cfg->data_desc, "%s", dir);
-    uint64_t vb = ufp4_shard_source_batches(&data.val);
-    if ((uint64_t)cfg->eval_batches > vb) cfg->eval_batches = (int)vb;
+    resolve(cfg, dir, &data);
     ufp4_data_source src = {ufp4_shard_source_batch, &data.train, data.val.loader ? ufp4_shard_source_batch : NULL,
                             &data.val};
     rc = ufp4_train(cfg, &src, resume, res);

@@ -133,9 +133,10 @@ static int open_comm(const ufp4_train_config *cfg, ufp4_dist **comm) {
   return 0;
 }
 
-/* Model, optimizer state and buffers; the resumed state when `resume`. Local to this rank. */
+/* Model, optimizer state and buffers; the resumed state (and its carry) when `resume`. Local to
+ * this rank. */
 static int setup(const ufp4_train_config *cfg, const ufp4_recipe *recipe, run_state *s, int resume,
-                 int *start) {
+                 int *start, ckpt_carry *carry) {
   const int B = cfg->batch, T = cfg->model.seq_len;
   int rc = ufp4_model_create(&s->model, &cfg->model, B);
   if (rc) return rc;
@@ -151,13 +152,21 @@ static int setup(const ufp4_train_config *cfg, const ufp4_recipe *recipe, run_st
   ufp4_model_init(s->model, cfg->seed);
   if ((rc = ufp4_model_set_recipe(s->model, recipe, cfg->seed))) return rc;
   *start = 0;
-  return resume ? ckpt_resume(cfg, s->model, s->m_state, s->v_state, start) : 0;
+  return resume ? ckpt_resume(cfg, s->model, s->m_state, s->v_state, start, carry) : 0;
 }
 
-/* Set-up on every rank, agreed; then rank 0 opens the run folder. */
+/* Set-up on every rank, agreed; then rank 0 opens the run folder. A resume takes up the loss
+ * window, the skipped steps and the losses where the checkpoint left them. */
 static int begin(trainer *t, const ufp4_recipe *recipe, int resume) {
   const ufp4_train_config *cfg = t->cfg;
-  int rc = setup(cfg, recipe, &t->s, resume, &t->start);
+  ckpt_carry carry = {.final_loss = NAN, .final_val_loss = NAN};
+  int rc = setup(cfg, recipe, &t->s, resume, &t->start, &carry);
+  t->window_loss = carry.window_loss;
+  t->window_n = carry.window_n;
+  t->res->skipped_steps = carry.skipped_steps;
+  t->res->final_loss = carry.final_loss;
+  t->res->final_val_loss = carry.final_val_loss;
+  t->res->steps_done = t->start;
   if (!rc && t->comm && cfg->rank != ufp4_dist_rank(t->comm))
     rc = ufp4_fail(UFP4_EINVAL, "train: configured as rank %d, but launched as rank %d", cfg->rank,
                    ufp4_dist_rank(t->comm));
@@ -315,8 +324,13 @@ static int checkpoint_if_due(trainer *t, int done) {
   if ((due || done % PARAM_CHECK_EVERY == 0) && (rc = check_params(t->comm, &t->s, t->n, done)))
     return rc;
   if (!due) return 0;
+  const ckpt_carry carry = {.window_loss = t->window_loss,
+                            .window_n = t->window_n,
+                            .skipped_steps = t->res->skipped_steps,
+                            .final_loss = t->res->final_loss,
+                            .final_val_loss = t->res->final_val_loss};
   if (!t->pending && t->writer)
-    t->pending = ckpt_save_step(t->cfg, t->s.model, t->s.m_state, t->s.v_state, done);
+    t->pending = ckpt_save_step(t->cfg, t->s.model, t->s.m_state, t->s.v_state, done, &carry);
   return agree(t);
 }
 
@@ -337,11 +351,15 @@ static int run_steps(trainer *t) {
   return agree(t);
 }
 
+void ufp4_train_config_resolve(ufp4_train_config *cfg) {
+  if (cfg->optim.total_steps <= 0) cfg->optim.total_steps = cfg->steps;
+  ufp4_model_config_resolve(&cfg->model);
+}
+
 int ufp4_train(const ufp4_train_config *cfg_in, const ufp4_data_source *data, int resume,
                ufp4_train_result *res) {
   ufp4_train_config cfg = *cfg_in;
-  if (cfg.optim.total_steps <= 0) cfg.optim.total_steps = cfg.steps;
-  ufp4_model_config_resolve(&cfg.model);
+  ufp4_train_config_resolve(&cfg);
   memset(res, 0, sizeof *res);
   res->final_val_loss = NAN;
   ufp4_recipe recipe;
@@ -354,6 +372,10 @@ int ufp4_train(const ufp4_train_config *cfg_in, const ufp4_data_source *data, in
   if (!(rc = begin(&t, &recipe, resume)) && !(rc = run_steps(&t))) {
     const double tokens = (double)cfg.batch * cfg.model.seq_len * cfg.grad_accum * cfg.world;
     res->tokens_per_s = t.train_time > 0 ? tokens * (res->steps_done - t.start) / t.train_time : 0;
+    /* The last write of a finished run: a folder that says "finished" holds all of it. */
+    rc = sync_status(t.comm, t.writer ? run_record_finish(&cfg, &t.s.logs, res) : 0);
+  } else if (t.s.logs.metrics) {
+    run_record_fail(&cfg, &t.s.logs, res->steps_done, rc);
   }
   run_state_free(&t.s);
   return rc;
