@@ -4,6 +4,7 @@
 
 #include "cli/blas_pin.h"
 #include "cli/commands.h"
+#include "core/build_info.h"
 #include "ufp4/dist.h"
 #include "ufp4/gemm.h"
 #include "ufp4/ufp4.h"
@@ -58,7 +59,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(name, "version") || !strcmp(name, "--version")) {
-    printf("ufp4 %s (OpenBLAS kernels: %s)\n", UFP4_VERSION, ufp4_blas_core());
+    printf("ufp4 %s commit %s (OpenBLAS kernels: %s)\n", UFP4_VERSION, ufp4_build_commit(), ufp4_blas_core());
     return 0;
   }
   for (int i = 0; i < n_commands; i++) {
