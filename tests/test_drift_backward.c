@@ -264,16 +264,18 @@ static void check_series(const ufp4_drift_series *s) {
   for (int p = 0; p < s->n_points; p++) check_ci(s->values + (long)p * BATCHES, ufp4_drift_at(s, 0, p));
 }
 
-/* Slope of ln ratio against x = l (forward) or L - l (backward), by the textbook formula. */
+/* Slope of ln ratio against x = l (forward, l = 1..L) or L - l (backward, l = 0..L), by the
+ * textbook formula. */
 static double slope_by_hand(const ufp4_drift_series *ratio, int batch, int reverse) {
+  const int first = reverse ? 0 : 1, n = L + 1 - first;
   double xm = 0, ym = 0, sxy = 0, sxx = 0, x[L + 1], y[L + 1];
-  for (int l = 0; l <= L; l++) {
+  for (int l = first; l <= L; l++) {
     x[l] = reverse ? L - l : l;
     y[l] = log(ratio->values[(long)l * BATCHES + batch]);
-    xm += x[l] / (L + 1);
-    ym += y[l] / (L + 1);
+    xm += x[l] / n;
+    ym += y[l] / n;
   }
-  for (int l = 0; l <= L; l++) {
+  for (int l = first; l <= L; l++) {
     sxy += (x[l] - xm) * (y[l] - ym);
     sxx += (x[l] - xm) * (x[l] - xm);
   }

@@ -25,9 +25,11 @@
  *   weights  i = 0..n_tensors-1, in ufp4_model_tensor order (names there): dW, the gradient of
  *            tensor i (embeddings, norms and head included).
  *   slopes   one point per batch: the least-squares slope of ln(norm ratio) against the number of
- *            blocks the signal has crossed, l for the forward (l = 0..L) and L - l for dX
- *            (l = L..0). A ratio that shrinks by a factor g per block gives slope ln g: negative
- *            is compounding shrinkage, 0 is none. NaN when a ratio is not positive and finite.
+ *            blocks the signal has crossed: l for the forward over l = 1..L (the embeddings are 1
+ *            by construction and would make a one-time step at block 1 look like a trend), L - l
+ *            for dX over l = L..0. A ratio that shrinks by a factor g per block gives slope ln g:
+ *            negative is compounding shrinkage, 0 is none (a step at the first block is not a
+ *            slope). NaN when a ratio is not positive and finite or there are under 2 points.
  *
  * Summaries (ufp4_drift_summarize), per recipe and point: the mean over the n batches (their sum in
  * batch order divided by n) and the 95% Student-t interval mean -+ t_{0.975, n-1} s / sqrt(n), s

@@ -44,11 +44,12 @@ static double *slot(ufp4_drift_series *s, long batches, int k, int p, long b) {
   return s->values + ((long)k * s->n_points + p) * batches + b;
 }
 
-/* Least-squares slope of ln ratio[l] against x_l = l (reverse: n - 1 - l), l = 0..n-1. */
-static double log_slope(const ufp4_drift_series *s, long batches, int k, long b, int reverse) {
-  const int n = s->n_points;
+/* Least-squares slope of ln ratio[l] against x_l = l (reverse: n - 1 - l), l = first..n-1. */
+static double log_slope(const ufp4_drift_series *s, long batches, int k, long b, int first,
+                        int reverse) {
+  const int n = s->n_points, m = n - first;
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  for (int l = 0; l < n; l++) {
+  for (int l = first; l < n; l++) {
     const double r = s->values[((long)k * n + l) * batches + b], x = reverse ? n - 1 - l : l;
     if (!(r > 0) || !isfinite(r)) return NAN;
     const double y = log(r);
@@ -57,8 +58,8 @@ static double log_slope(const ufp4_drift_series *s, long batches, int k, long b,
     sxx += x * x;
     sxy += x * y;
   }
-  const double den = n * sxx - sx * sx;
-  return den > 0 ? (n * sxy - sx * sy) / den : NAN;
+  const double den = m * sxx - sx * sx;
+  return den > 0 ? (m * sxy - sx * sy) / den : NAN;
 }
 
 /* Everything one batch needs: the tokens, the exact pass's tensors, the recipe pass's dX. */
@@ -127,12 +128,12 @@ static int recipe_pass(drift_run *r, ufp4_drift_table *t, int k, long b) {
   for (int l = 0; l <= r->L; l++)
     store(&t->fwd_ratio, &t->fwd_cosine, nb, k, l, b,
           ufp4_drift_compare(ufp4_model_residual(r->m, l), r->ref_h + (size_t)l * r->per, r->per));
-  *slot(&t->fwd_slope, nb, k, 0, b) = log_slope(&t->fwd_ratio, nb, k, b, 0);
+  *slot(&t->fwd_slope, nb, k, 0, b) = log_slope(&t->fwd_ratio, nb, k, b, 1, 0);
   if (!r->s->backward) return 0;
   for (int l = 0; l <= r->L; l++)
     store(&t->dx_ratio, &t->dx_cosine, nb, k, l, b,
           ufp4_drift_compare(r->q_dx + (size_t)l * r->per, r->ref_dx + (size_t)l * r->per, r->per));
-  *slot(&t->dx_slope, nb, k, 0, b) = log_slope(&t->dx_ratio, nb, k, b, 1);
+  *slot(&t->dx_slope, nb, k, 0, b) = log_slope(&t->dx_ratio, nb, k, b, 0, 1);
   const float *g = ufp4_model_grads(r->m);
   for (int i = 0; i < r->n_tensors; i++) {
     ufp4_tensor_info ti;

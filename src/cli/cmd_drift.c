@@ -327,15 +327,15 @@ static size_t plot_line(const drift_opts *o, const char *dat, char *body, size_t
 }
 
 /* NAME.svg/png: ratio and cosine against the block, side by side, with 95% intervals. */
-static int plot(const drift_opts *o, long batches, const char *name, const char *ratio_label,
-                const char *xlabel) {
+static int plot(const drift_opts *o, const ufp4_drift_result *res, const char *name,
+                const char *ratio_label, const char *xlabel) {
   char body[16384], dat[64];
   snprintf(dat, sizeof dat, "%s.dat", name);
   size_t bl = (size_t)snprintf(body, sizeof body,
-                               "set key below horizontal\nset multiplot layout 1,2 title '%s: mean "
-                               "and 95%% t interval over %ld batches, against fp32'\n"
-                               "set xlabel '%s'\nset ylabel '%s'\nplot ",
-                               name, batches, xlabel, ratio_label);
+                               "set key below horizontal\nset xrange [-0.5:%d.5]\n"
+                               "set multiplot layout 1,2 title '%s: mean and 95%% t interval over "
+                               "%ld batches, against fp32'\nset xlabel '%s'\nset ylabel '%s'\nplot ",
+                               res->table.n_layers, name, res->batches, xlabel, ratio_label);
   bl = plot_line(o, dat, body, bl, sizeof body, 2);
   if (bl < sizeof body) bl += (size_t)snprintf(body + bl, sizeof body - bl, "\nset ylabel 'cosine to fp32'\nplot ");
   bl = plot_line(o, dat, body, bl, sizeof body, 3);
@@ -359,9 +359,9 @@ int ufp4_cmd_drift(int argc, char **argv) {
   rc = ufp4_drift_checkpoint(o.ckpt, o.data, o.names, o.n, o.batches, (int)o.batch, o.backward, &res);
   if (!rc) rc = write_outputs(&o, &res);
   if (!rc && o.forward)
-    rc = plot(&o, res.batches, "drift", "||h_q|| / ||h||", "block l (residual stream after it)");
+    rc = plot(&o, &res, "drift", "||h_q|| / ||h||", "block l (residual stream after it)");
   if (!rc && o.backward)
-    rc = plot(&o, res.batches, "drift_backward", "||dX_q|| / ||dX||", "block l (dX at its input)");
+    rc = plot(&o, &res, "drift_backward", "||dX_q|| / ||dX||", "block l (dX at its input)");
   ufp4_drift_table_free(&res.table);
   return rc ? cli_error("drift", NULL) : 0;
 }
