@@ -1,5 +1,5 @@
-/* The library behind `ufp4 eval`, `sample` and `drift`, called directly: ufp4_drift_measure
- * (drift.h) against a hand loop over ufp4_forward_drift, and model_io.h's checkpoint functions on a
+/* The library behind `ufp4 eval`, `sample` and `drift`, called directly: ufp4_drift_measure's
+ * forward (drift.h) against a hand loop over ufp4_forward_drift, and model_io.h's checkpoint functions on a
  * checkpoint and a validation shard written here, against the lower-level calls they wrap. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckpt_test_util.h"
 #include "train_test_util.h"
 #include "ufp4/checkpoint.h"
 #include "ufp4/diagnostics.h"
@@ -26,20 +27,8 @@ enum { B = 2, T = 16, L = 2, VOCAB = 256, N_WINDOWS = 12 };
 static char work[] = "/tmp/ufp4_model_io_XXXXXX";
 static char ckpt[256], shard[256];
 
-static ufp4_model_config tiny_config(void) {
-  ufp4_model_config c = ufp4_model_config_default();
-  c.n_layers = L;
-  c.d_model = 16;
-  c.n_heads = 2;
-  c.ffn_dim = 32;
-  c.seq_len = T;
-  c.vocab = VOCAB;
-  ufp4_model_config_resolve(&c);
-  return c;
-}
-
 static ufp4_model *tiny_model(int batch) {
-  ufp4_model_config c = tiny_config();
+  ufp4_model_config c = ckpt_tiny_config(L, 16, T, VOCAB);
   ufp4_model *m;
   assert_int_equal(ufp4_model_create(&m, &c, batch), 0);
   ufp4_model_init(m, 7);
@@ -52,16 +41,8 @@ static int setup(void **state) {
   if (!mkdtemp(work)) return -1;
   snprintf(ckpt, sizeof ckpt, "%s/ckpt", work);
   snprintf(shard, sizeof shard, "%s/val.tok", work);
-  ufp4_model *m = tiny_model(1);
-  int rc = ufp4_checkpoint_save(ckpt, m, NULL, NULL, NULL);
-  ufp4_model_free(m);
-  ufp4_shard_info info = {.tokenizer_id = UFP4_TOK_BYTES, .vocab_size = VOCAB};
-  ufp4_shard_writer *w;
-  if (rc || ufp4_shard_writer_open(shard, &info, &w)) return -1;
-  uint32_t ids[N_WINDOWS * (T + 1)];
-  for (size_t i = 0; i < sizeof ids / sizeof *ids; i++) ids[i] = (uint32_t)((i * 37 + 11) % VOCAB);
-  if (ufp4_shard_writer_append(w, ids, sizeof ids / sizeof *ids)) return -1;
-  return ufp4_shard_writer_commit(w, 1);
+  ufp4_model_config c = ckpt_tiny_config(L, 16, T, VOCAB);
+  return ckpt_write_tiny(work, &c, 7, N_WINDOWS);
 }
 
 static int teardown(void **state) {
@@ -73,7 +54,8 @@ static int teardown(void **state) {
 static const train_synth synth = {
     .batch = B, .seq = T, .vocab = VOCAB, .seed = 3, .mul = 5, .add = 1};
 
-/* The means by hand: one forward drift per recipe and batch, summed as value / batches. */
+/* The per-batch values by hand: one forward drift per recipe and batch, with the recipe set as
+ * drift.h says (seed 1, step = batch). */
 static void drift_by_hand(ufp4_model *m, const char *recipe, long batches, double *ratio,
                           double *cosine) {
   ufp4_recipe r;
@@ -82,12 +64,13 @@ static void drift_by_hand(ufp4_model *m, const char *recipe, long batches, doubl
   int32_t tokens[B * (T + 1)], inp[B * T];
   ufp4_drift_point pts[L + 1];
   for (long b = 0; b < batches; b++) {
+    ufp4_model_set_step(m, (uint64_t)b, 0);
     train_synth_batch((void *)&synth, (uint64_t)b, tokens);
     for (int s = 0; s < B; s++) memcpy(inp + s * T, tokens + s * (T + 1), sizeof(int32_t) * T);
     assert_int_equal(ufp4_forward_drift(m, inp, B, T, pts), 0);
     for (int l = 0; l <= L; l++) {
-      ratio[l] += pts[l].norm_ratio / batches;
-      cosine[l] += pts[l].cosine / batches;
+      ratio[l * batches + b] = pts[l].norm_ratio;
+      cosine[l * batches + b] = pts[l].cosine;
     }
   }
 }
@@ -106,17 +89,29 @@ static void test_drift_measure_matches_the_loop(void **state) {
   assert_int_equal(ufp4_drift_measure(m, &s, &t), 0);
   assert_int_equal(t.n_recipes, 3);
   assert_int_equal(t.n_layers, L);
+  assert_int_equal(t.n_batches, 3);
+  assert_int_equal(t.fwd_ratio.n_points, L + 1);
   for (int k = 0; k < 3; k++) {
-    double ratio[L + 1] = {0}, cosine[L + 1] = {0};
+    double ratio[(L + 1) * 3], cosine[(L + 1) * 3];
     drift_by_hand(m, recipes[k], 3, ratio, cosine);
-    assert_memory_equal(ratio, t.ratio + k * (L + 1), sizeof ratio);
-    assert_memory_equal(cosine, t.cosine + k * (L + 1), sizeof cosine);
+    assert_memory_equal(ratio, t.fwd_ratio.values + k * (L + 1) * 3, sizeof ratio);
+    assert_memory_equal(cosine, t.fwd_cosine.values + k * (L + 1) * 3, sizeof cosine);
+    for (int l = 0; l <= L; l++) {
+      const double mean = (ratio[l * 3] + ratio[l * 3 + 1] + ratio[l * 3 + 2]) / 3;
+      assert_true(ufp4_drift_at(&t.fwd_ratio, k, l)->mean == mean);
+    }
   }
   /* fp32 against itself, and the embeddings under any recipe, do not drift. */
-  for (int l = 0; l <= L; l++) assert_true(t.ratio[l] == 1.0 && t.cosine[l] > 0.9999999);
-  assert_true(t.ratio[L + 1] == 1.0);
+  for (int l = 0; l <= L; l++)
+    assert_true(ufp4_drift_at(&t.fwd_ratio, 0, l)->mean == 1.0 &&
+                ufp4_drift_at(&t.fwd_cosine, 0, l)->mean > 0.9999999);
+  assert_true(ufp4_drift_at(&t.fwd_ratio, 1, 0)->mean == 1.0);
   /* Rounding does move the last block. */
-  assert_true(t.cosine[2 * (L + 1) - 1] < 1.0);
+  assert_true(ufp4_drift_at(&t.fwd_cosine, 1, L)->mean < 1.0);
+  /* Without the backward there are no backward series. */
+  assert_int_equal(t.backward, 0);
+  assert_null(t.dx_ratio.values);
+  assert_null(t.dw_ratio.values);
   ufp4_drift_table_free(&t);
   ufp4_model_free(m);
 }
@@ -209,7 +204,7 @@ static void test_drift_checkpoint(void **state) {
   (void)state;
   const char *recipes[] = {"e2m1", "ufp4"};
   ufp4_drift_result res;
-  assert_int_equal(ufp4_drift_checkpoint(ckpt, work, recipes, 2, 100, B, &res), 0);
+  assert_int_equal(ufp4_drift_checkpoint(ckpt, work, recipes, 2, 100, B, 1, &res), 0);
   assert_int_equal(res.batches, N_WINDOWS / B);
   assert_int_equal(res.seq_len, T);
   /* The same table from ufp4_drift_measure over the shard. */
@@ -223,16 +218,22 @@ static void test_drift_checkpoint(void **state) {
                        .batches = N_WINDOWS / B,
                        .batch = B,
                        .batch_fn = ufp4_shard_source_batch,
-                       .ctx = &src};
+                       .ctx = &src,
+                       .backward = 1};
   ufp4_drift_table t;
   assert_int_equal(ufp4_drift_measure(m, &s, &t), 0);
-  assert_memory_equal(t.ratio, res.table.ratio, sizeof(double) * 2 * (L + 1));
-  assert_memory_equal(t.cosine, res.table.cosine, sizeof(double) * 2 * (L + 1));
+  const size_t pts = sizeof(double) * 2 * (L + 1) * (N_WINDOWS / B);
+  assert_memory_equal(t.fwd_ratio.values, res.table.fwd_ratio.values, pts);
+  assert_memory_equal(t.fwd_cosine.values, res.table.fwd_cosine.values, pts);
+  assert_memory_equal(t.dx_ratio.values, res.table.dx_ratio.values, pts);
+  assert_memory_equal(t.dw_cosine.values, res.table.dw_cosine.values,
+                      sizeof(double) * 2 * (size_t)t.n_tensors * (N_WINDOWS / B));
+  assert_int_equal(res.config.n_layers, L);
   ufp4_drift_table_free(&t);
   ufp4_drift_table_free(&res.table);
   ufp4_val_source_close(&src);
   ufp4_model_free(m);
-  assert_int_not_equal(ufp4_drift_checkpoint(ckpt, "/nonexistent", recipes, 2, 1, B, &res), 0);
+  assert_int_not_equal(ufp4_drift_checkpoint(ckpt, "/nonexistent", recipes, 2, 1, B, 0, &res), 0);
   ufp4_drift_table_free(&res.table);
 }
 

@@ -37,6 +37,9 @@ typedef struct {
   double cosine;
 } ufp4_drift_point;
 
+/* The measure of every drift point, a recipe's tensor q against the exact one r (n floats):
+ * norm_ratio ||q|| / ||r|| (NaN when r is zero) and cosine (measures.h's ufp4_cosine); layer 0. */
+ufp4_drift_point ufp4_drift_compare(const float *q, const float *r, size_t n);
 /* Forward drift of one batch: out[0..n_layers] (index 0 = embeddings). */
 int ufp4_forward_drift(ufp4_model *m, const int32_t *tokens, int B, int T, ufp4_drift_point *out);
 /* All diagnostics of one batch (tokens/targets [B, T]) as JSON lines into `out`. */

@@ -156,6 +156,15 @@ const float *ufp4_model_logits(const ufp4_model *m);
  * embeddings (for drift analysis). */
 const float *ufp4_model_residual(const ufp4_model *m, int layer);
 
+/* Backward drift analysis: during ufp4_model_backward, fn(ud, layer, dx, n) is called with dx, the
+ * gradient (scaled by dloss) of the objective with respect to the residual stream
+ * ufp4_model_residual(m, layer): first for layer = n_layers (the input of the final norm), then,
+ * after block l's backward, for layer = l (the input of block l; 0 the embeddings). dx holds
+ * n = B*T*d_model floats of the last forward and is valid only during the call. NULL removes the
+ * hook; it changes no result. */
+typedef void (*ufp4_resid_grad_fn)(void *ud, int layer, const float *dx, size_t n);
+void ufp4_model_set_resid_grad_hook(ufp4_model *m, ufp4_resid_grad_fn fn, void *ud);
+
 /* Bytes of the activations kept by forward for backward (residual stream, per-layer buffers,
  * attention probabilities, final norm, logits, per-row loss terms) at the allocated batch: the
  * model's one activation allocation. Scratch (linear-layer operands, activation gradients) is

@@ -52,15 +52,17 @@ int ufp4_sample_checkpoint(const char *dir, const char *tokenizer, const char *r
 
 typedef struct {
   ufp4_drift_table table;
-  long batches; /* batches averaged: those asked for, capped at one pass of the shard */
-  int seq_len;  /* the checkpoint's T */
+  long batches;              /* batches averaged: those asked for, capped at one pass of the shard */
+  int seq_len;               /* the checkpoint's T */
+  ufp4_model_config config;  /* the checkpoint's model: its tensor table names the dW points */
 } ufp4_drift_result;
 
-/* Forward drift (drift.h) of checkpoint `dir`, loaded for fp32, under each of the n recipes, over
- * the first `batches` batches of `batch` windows of the validation shard `data` (see
- * ufp4_val_source_open). Free res->table with ufp4_drift_table_free, also after a failure. */
+/* Drift (drift.h) of checkpoint `dir` under each of the n recipes, over the first `batches`
+ * batches of `batch` windows of the validation shard `data` (see ufp4_val_source_open): the
+ * forward, and with `backward` the backward too. Fails when the shard's vocabulary is larger than
+ * the model's. Free res->table with ufp4_drift_table_free, also after a failure. */
 int ufp4_drift_checkpoint(const char *dir, const char *data, const char *const *recipes, int n,
-                          long batches, int batch, ufp4_drift_result *res);
+                          long batches, int batch, int backward, ufp4_drift_result *res);
 
 #ifdef __cplusplus
 }

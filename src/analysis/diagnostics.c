@@ -11,6 +11,12 @@
 static const char *const proj_names[] = {"q", "k", "v", "o", "gate", "up", "down"};
 static const char *const kind_names[3] = {"gate", "up", "down"};
 
+ufp4_drift_point ufp4_drift_compare(const float *q, const float *r, size_t n) {
+  const double nq = ufp4_norm2(q, n), nr = ufp4_norm2(r, n);
+  ufp4_drift_point p = {.layer = 0, .norm_ratio = nr > 0 ? sqrt(nq / nr) : NAN, .cosine = ufp4_cosine(q, r, n)};
+  return p;
+}
+
 int ufp4_forward_drift(ufp4_model *m, const int32_t *tokens, int B, int T, ufp4_drift_point *out) {
   const ufp4_model_config *c = ufp4_model_get_config(m);
   const size_t per = (size_t)B * T * c->d_model, L = (size_t)c->n_layers;
@@ -24,11 +30,8 @@ int ufp4_forward_drift(ufp4_model *m, const int32_t *tokens, int B, int T, ufp4_
     rc = ufp4_model_forward(m, tokens, NULL, B, T, NULL);
   }
   for (size_t l = 0; !rc && l <= L; l++) {
-    const float *q = ufp4_model_residual(m, (int)l), *r = ref + l * per;
-    double nq = ufp4_norm2(q, per), nr = ufp4_norm2(r, per);
+    out[l] = ufp4_drift_compare(ufp4_model_residual(m, (int)l), ref + l * per, per);
     out[l].layer = (int)l;
-    out[l].norm_ratio = nr > 0 ? sqrt(nq / nr) : NAN;
-    out[l].cosine = ufp4_cosine(q, r, per);
   }
   free(ref);
   return rc;

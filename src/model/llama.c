@@ -55,6 +55,8 @@ struct ufp4_model {
   int rank;
   int all_fp32;
   const ufp4_linear_probe *probe;
+  ufp4_resid_grad_fn dx_hook; /* ufp4_model_set_resid_grad_hook */
+  void *dx_ud;
   size_t acts_floats, scratch_floats;
   int timing;
   ufp4_model_times times;
@@ -404,6 +406,10 @@ int ufp4_model_set_recipe(ufp4_model *m, const ufp4_recipe *r, uint64_t seed) {
 
 void ufp4_model_set_high_precision(ufp4_model *m, int on) { m->all_fp32 = on; }
 void ufp4_model_set_probe(ufp4_model *m, const ufp4_linear_probe *probe) { m->probe = probe; }
+void ufp4_model_set_resid_grad_hook(ufp4_model *m, ufp4_resid_grad_fn fn, void *ud) {
+  m->dx_hook = fn;
+  m->dx_ud = ud;
+}
 
 void ufp4_model_set_step(ufp4_model *m, uint64_t step, int rank) {
   m->step = step;
@@ -577,6 +583,7 @@ static int backward(ufp4_model *m, float dloss) {
   CHECK(ufp4_rmsnorm_backward(m->d_resid, m->g_norm, m->d_ln, top, m->w_norm, m->rstdf,
                               (int)BT, C));
   if (m->timing) m->times.head += ufp4_now_s() - th;
+  if (m->dx_hook) m->dx_hook(m->dx_ud, c->n_layers, m->d_resid, BT * C);
   for (int l = c->n_layers - 1; l >= 0; l--) {
     layer_acts *a = &m->la[l];
     float **w = m->wl + (size_t)l * PER_LAYER, **g = m->gl + (size_t)l * PER_LAYER;
@@ -625,6 +632,7 @@ static int backward(ufp4_model *m, float dloss) {
       CHECK(ufp4_linear_backward_shared(qkv, 3, dyq, a->ln1, wq, m->d_ln, dwq, BT, C, oq, m->lin_scratch));
     }
     CHECK(ufp4_rmsnorm_backward(m->d_resid, g[LN1], m->d_ln, x, w[LN1], a->rstd1, (int)BT, C));
+    if (m->dx_hook) m->dx_hook(m->dx_ud, l, m->d_resid, BT * C);
   }
   CHECK(ufp4_embedding_backward(m->g_embed, m->d_resid, m->tokens, (int)BT, V, C));
   m->have_targets = 0;

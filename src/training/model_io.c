@@ -52,6 +52,15 @@ void ufp4_val_source_close(ufp4_shard_source *src) {
   memset(src, 0, sizeof *src);
 }
 
+/* A shard whose tokens may exceed the model's vocabulary would index past the embeddings. */
+static int check_vocab(const ufp4_shard_source *src, const char *path, const ufp4_model_config *c) {
+  const uint32_t v = ufp4_loader_shard(src->loader)->info.vocab_size;
+  if (v > (uint32_t)c->vocab)
+    return ufp4_fail(UFP4_EINVAL, "%s: vocabulary %u is larger than the model's %d", path, v,
+                     c->vocab);
+  return 0;
+}
+
 int ufp4_eval_checkpoint(const char *dir, const char *data, const char *recipe_spec, long batches,
                          int batch, ufp4_eval_result *res) {
   memset(res, 0, sizeof *res);
@@ -62,9 +71,7 @@ int ufp4_eval_checkpoint(const char *dir, const char *data, const char *recipe_s
   res->seq_len = c->seq_len;
   ufp4_shard_source src;
   rc = ufp4_val_source_open(data, batch, c->seq_len, &src, res->path, sizeof res->path);
-  if (!rc && ufp4_loader_shard(src.loader)->info.vocab_size > (uint32_t)c->vocab)
-    rc = ufp4_fail(UFP4_EINVAL, "%s: vocabulary %u is larger than the model's %d", res->path,
-                   ufp4_loader_shard(src.loader)->info.vocab_size, c->vocab);
+  if (!rc) rc = check_vocab(&src, res->path, c);
   if (!rc) {
     uint64_t avail = ufp4_loader_batches_per_epoch(src.loader);
     res->batches = (uint64_t)batches > avail ? (long)avail : batches;
@@ -115,15 +122,17 @@ int ufp4_sample_checkpoint(const char *dir, const char *tokenizer, const char *r
 }
 
 int ufp4_drift_checkpoint(const char *dir, const char *data, const char *const *recipes, int n,
-                          long batches, int batch, ufp4_drift_result *res) {
+                          long batches, int batch, int backward, ufp4_drift_result *res) {
   memset(res, 0, sizeof *res);
   ufp4_model *m;
   int rc = ufp4_model_load(dir, "fp32", batch, &m);
   if (rc) return rc;
-  res->seq_len = ufp4_model_get_config(m)->seq_len;
+  res->config = *ufp4_model_get_config(m);
+  res->seq_len = res->config.seq_len;
   ufp4_shard_source src;
   char path[4200];
   rc = ufp4_val_source_open(data, batch, res->seq_len, &src, path, sizeof path);
+  if (!rc) rc = check_vocab(&src, path, ufp4_model_get_config(m));
   if (!rc) {
     uint64_t avail = ufp4_loader_batches_per_epoch(src.loader);
     res->batches = (uint64_t)batches > avail ? (long)avail : batches;
@@ -132,7 +141,8 @@ int ufp4_drift_checkpoint(const char *dir, const char *data, const char *const *
                          .batches = res->batches,
                          .batch = batch,
                          .batch_fn = ufp4_shard_source_batch,
-                         .ctx = &src};
+                         .ctx = &src,
+                         .backward = backward};
     rc = ufp4_drift_measure(m, &s, &res->table);
   }
   ufp4_val_source_close(&src);
