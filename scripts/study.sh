@@ -19,7 +19,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STUDY_COMMIT=${STUDY_COMMIT:-REPLACE_WITH_STUDY_COMMIT}
+STUDY_COMMIT=${STUDY_COMMIT:-9d13365e3ac8b3356118f9e16c3a469d968724c5}
 seeds=${1:-12}
 np=${STUDY_NP:-2}
 out=${STUDY_OUT:-reports/study}
@@ -48,7 +48,7 @@ fi
 
 launch=("$bin")
 if ((np > 1)); then
-  launch=(mpirun -np "$np" -x OMP_NUM_THREADS=1 "$bin")
+  launch=(mpirun --allow-run-as-root --bind-to none -np "$np" -x OMP_NUM_THREADS=1 "$bin")
 fi
 
 recipes='e2m1;ufp4;nvfp4;e2m1,scale=nvfp4;e2m1,tile2d=1'
