@@ -83,7 +83,7 @@ static int probe_gemm(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, const float 
   return rc;
 }
 
-/* The elapsed seconds since *t0 go to *acc; *t0 moves on. */
+/* Adds the seconds since *t0 to the layer's prepare (prepare = 1) or gemm timer, when timed; *t0 moves on. */
 static void lap(const ufp4_linear_ctx *ctx, double *t0, int prepare) {
   if (!ctx->times) return;
   double t = ufp4_now_s();
