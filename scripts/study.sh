@@ -14,6 +14,10 @@
 # runs of seeds 1 .. n-2 are found finished and skipped. With MPI (STUDY_NP ranks, default 2, one
 # thread each) compare shares the 14 runs of a seed pair over the ranks.
 #
+# Blinding: compare ends every call with a report (relative errors, pairwise tests). Section 6 of
+# docs/STUDY.md runs no test before the final n, so those interim tables go to OUT/L<L>.interim.txt,
+# not to the terminal, and are not read; progress (stderr) still shows.
+#
 # Environment: STUDY_NP (ranks; 1 = no mpirun, OpenMP threads instead), STUDY_OUT (default
 # reports/study), STUDY_DATA (default data/shards/sotu-bpe2048, which `make run` prepares).
 set -euo pipefail
@@ -58,7 +62,7 @@ for ((n = 2; n <= seeds + 1; n += 2)); do
     echo "== $(date -u +%FT%TZ) seeds 1..$n, L=$L"
     "${launch[@]}" compare --data "$data" --out "$out/L$L" --recipes "$recipes" --seed 1 --seeds "$n" \
       --steps 2000 --final-steps 400 --layers "$L" --d-model 64 --heads 4 --ffn 192 --seq-len 128 \
-      --batch 8 --lr 2e-3 --warmup 50 --eval-every 125 --eval-batches 32
+      --batch 8 --lr 2e-3 --warmup 50 --eval-every 125 --eval-batches 32 >>"$out/L$L.interim.txt"
   done
 done
 echo "== $(date -u +%FT%TZ) study: seeds 1..$seeds done at every depth"
