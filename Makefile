@@ -31,7 +31,9 @@ data: deps
 TOK := data/tok/bpe2048
 SHARDS := data/shards/sotu-bpe2048
 RUN_OUT := reports/main
-RUN_LAUNCH := $(shell command -v mpirun >/dev/null 2>&1 && echo mpirun --allow-run-as-root --bind-to none -np 2 -x OMP_NUM_THREADS=1)
+# (`=`, so that it is evaluated after the build: mpirun only when the binary has MPI.)
+RUN_LAUNCH = $(shell ldd $(BUILD)/ufp4 2>/dev/null | grep -q libmpi && command -v mpirun >/dev/null 2>&1 && \
+    echo mpirun --allow-run-as-root --bind-to none -np 2 -x OMP_NUM_THREADS=1)
 run: build data
 	@test -f $(TOK)/encoder.json || $(BUILD)/ufp4 tokenizer train --vocab 2048 --corpus data/raw/sotu --out $(TOK)
 	@test -f $(SHARDS)/train.tok || $(BUILD)/ufp4 prepare --corpus data/raw/sotu --tokenizer $(TOK) --out $(SHARDS)

@@ -14,6 +14,9 @@
 # runs of seeds 1 .. n-2 are found finished and skipped. With MPI (STUDY_NP ranks, default 2, one
 # thread each) compare shares the 14 runs of a seed pair over the ranks.
 #
+# The binary's name is `git describe --always` of its commit, a bare hash while no tag sits on the
+# commit's ancestry: tagging one would rename the binary and send finished runs to OUT/stale/.
+#
 # Blinding: compare ends every call with a report (relative errors, pairwise tests). Section 6 of
 # docs/STUDY.md runs no test before the final n, so those interim tables go to OUT/L<L>.interim.txt,
 # not to the terminal, and are not read; progress (stderr) still shows.
@@ -56,6 +59,7 @@ if ((np > 1)); then
 fi
 
 recipes='e2m1;ufp4;nvfp4;e2m1,scale=nvfp4;e2m1,tile2d=1'
+mkdir -p "$out"
 for ((n = 2; n <= seeds + 1; n += 2)); do
   ((n > seeds)) && n=$seeds
   for L in 2 4 8 16; do

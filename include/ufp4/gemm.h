@@ -35,7 +35,7 @@ void ufp4_sgemm_atb(const float *A, const float *B, float *C, size_t m, size_t n
 
 /* The name of the kernel set OpenBLAS chose when it loaded ("Haswell", "SkylakeX", "Prescott", ...):
  * it fixes the summation order, and so the bits, of every product. The ufp4 executable pins it to
- * Haswell on CPUs with AVX2 and FMA (src/cli/blas_preinit.c); a library caller gets OpenBLAS's own
+ * Haswell on CPUs with AVX2 and FMA (src/cli/blas_pin.h); a library caller gets OpenBLAS's own
  * choice unless it sets OPENBLAS_CORETYPE before OpenBLAS loads. */
 const char *ufp4_blas_core(void);
 

@@ -8,8 +8,9 @@
  * and FMA: on such a 2-core machine a 1024 x 768 x 3072 SGEMM ran at 37 GFLOP/s against 122 with the
  * Haswell kernels. The kernel set also fixes each product's summation order, and so the bits of
  * every training run: pinned to one set on every CPU with AVX2 and FMA, a seed gives the same bits
- * on each of them. Haswell's is the set OpenBLAS itself picks on AMD Zen and on Intel CPUs without
- * AVX-512.
+ * on each of them. Haswell's kernels are the ones OpenBLAS itself runs on Intel CPUs from Haswell on
+ * without AVX-512 and, under the name "Zen" (same kernels and bits, test_train's fingerprints), on
+ * AMD Zen.
  *
  * Rule: on x86-64 with AVX2 and FMA, when OPENBLAS_CORETYPE is unset and UFP4_BLAS_CORE is not
  * "native", OPENBLAS_CORETYPE becomes UFP4_BLAS_PINNED_CORE. An explicit OPENBLAS_CORETYPE wins;

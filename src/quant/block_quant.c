@@ -1,6 +1,7 @@
 /* Block-scaled 4-bit quantization: the scalar reference of quant.h.
  *
- * Work is split into bands of rows (one row for 1xN blocks, 16 rows for 2D tiles). Every block
+ * Work is split into bands of rows (whole rows of about UFP4_Q_BAND_ELEMS elements for 1xN blocks,
+ * 16 rows for 2D tiles). Every block
  * lies inside one band and every random number is addressed by (seed, stream, r*cols + c), so a
  * band's result does not depend on which thread runs it: the output is identical for any thread
  * count. The only cross-band quantity, NVFP4's tensor amax, is a max (exact in any order).
