@@ -63,7 +63,7 @@ void ufp4_adamw_span_ref(float *p, const float *g, float *m, float *v, size_t n,
 }
 
 /* Parameters per unit of work: one parallel region over the whole update, in chunks that may
- * straddle segments, instead of one region per tensor (a model of 16 blocks of d_model 64 has 147
+ * straddle segments, instead of one region per tensor (a model of 16 blocks of d_model 64 has 146
  * tensors, many of 64 parameters). */
 #define ADAMW_CHUNK 16384
 
