@@ -10,7 +10,9 @@ if(UFP4_FUZZ)
   endif()
   set(UFP4_FUZZ_SAN -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer)
   add_library(ufp4fuzzlib STATIC ${UFP4_LIB_SOURCES})
-  target_include_directories(ufp4fuzzlib PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_include_directories(ufp4fuzzlib PUBLIC ${PROJECT_SOURCE_DIR}/include
+                             PRIVATE ${PROJECT_SOURCE_DIR}/src ${UFP4_GENERATED_DIR})
+  add_dependencies(ufp4fuzzlib ufp4_build_commit) # core/build_info.c includes the generated header
   target_compile_options(ufp4fuzzlib PRIVATE -fsanitize=fuzzer-no-link ${UFP4_FUZZ_SAN})
   target_link_libraries(ufp4fuzzlib PUBLIC OpenMP::OpenMP_C PkgConfig::CJSON PkgConfig::OPENBLAS m)
   if(UFP4_X86)
