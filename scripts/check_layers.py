@@ -26,7 +26,7 @@ PUBLIC = {
     "data": "tokenizer corpus shard loader",
     "dist": "dist",
     "training": "train checkpoint data_source sample optim model_io",
-    "report": "report plot compare sweep ufp4",
+    "report": "report plot compare sweep study ufp4",
 }
 
 

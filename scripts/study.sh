@@ -21,6 +21,10 @@
 # docs/STUDY.md runs no test before the final n, so those interim tables go to OUT/L<L>.interim.txt,
 # not to the terminal, and are not read; progress (stderr) still shows.
 #
+# H3 (docs/STUDY.md section 4): once a seed's L = 16 bf16 run is finished, `ufp4 drift --mode both
+# --batches 32` measures e2m1 and ufp4 at its final weights into OUT/drift/seed<N>/ (drift.json for
+# `ufp4 study --drift`). Its printed table is a primary result too, so it goes to a log there.
+#
 # Environment: STUDY_NP (ranks; 1 = no mpirun, OpenMP threads instead), STUDY_OUT (default
 # reports/study), STUDY_DATA (default data/shards/sotu-bpe2048, which `make run` prepares).
 set -euo pipefail
@@ -68,5 +72,15 @@ for ((n = 2; n <= seeds + 1; n += 2)); do
       --steps 2000 --final-steps 400 --layers "$L" --d-model 64 --heads 4 --ffn 192 --seq-len 128 \
       --batch 8 --lr 2e-3 --warmup 50 --eval-every 125 --eval-batches 32 >>"$out/L$L.interim.txt"
   done
+  for ((s = 1; s <= n; s++)); do
+    ckpt=$out/L16/runs/bf16/seed$s/ckpt/step_00002000
+    [[ -d "$ckpt" && ! -f "$out/drift/seed$s/drift.json" ]] || continue
+    echo "== $(date -u +%FT%TZ) drift of seed $s (L=16, bf16, step 2000)"
+    mkdir -p "$out/drift/seed$s"
+    "$bin" drift --checkpoint "$ckpt" --data "$data" --out "$out/drift/seed$s" --recipes e2m1,ufp4 \
+      --mode both --batches 32 >"$out/drift/seed$s/drift.log"
+  done
 done
 echo "== $(date -u +%FT%TZ) study: seeds 1..$seeds done at every depth"
+echo "next: build/ufp4 study --sd-only --out $out/stage2 --depth 2=$out/L2 --depth 4=$out/L4 --depth 8=$out/L8 --depth 16=$out/L16"
+echo "(stage 1: the seeds stage 2 needs, docs/STUDY.md section 5; the full analysis only at the final n)"

@@ -89,3 +89,33 @@ int cli_error(const char *cmd, const char *context) {
     fprintf(stderr, "ufp4 %s: %s\n", cmd, ufp4_last_error());
   return 1;
 }
+
+/* The command line as typed, quoted where a shell would need it. */
+char *cli_command_line(int argc, char **argv) {
+  size_t cap = 16;
+  for (int i = 0; i < argc; i++) cap += 4 * strlen(argv[i]) + 3;
+  char *s = malloc(cap);
+  if (!s) return NULL;
+  size_t n = (size_t)snprintf(s, cap, "ufp4");
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i];
+    const int plain = a[0] && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=,./:@%") ==
+                                      strlen(a);
+    s[n++] = ' ';
+    if (plain) {
+      memcpy(s + n, a, strlen(a));
+      n += strlen(a);
+      continue;
+    }
+    s[n++] = '\'';
+    for (; *a; a++) {
+      if (*a == '\'') {
+        memcpy(s + n, "'\\''", 4);
+        n += 4;
+      } else s[n++] = *a;
+    }
+    s[n++] = '\'';
+  }
+  s[n] = 0;
+  return s;
+}

@@ -23,4 +23,8 @@ int cli_parse_double(const char *cmd, const char *flag, const char *s, double lo
  * returns 1, the exit status of a failed command, so a call site reads `return cli_error(...)`. */
 int cli_error(const char *cmd, const char *context);
 
+/* The command line as typed ("ufp4 " + argv), quoted where a shell would need it; malloc'ed,
+ * NULL when out of memory. */
+char *cli_command_line(int argc, char **argv);
+
 #endif

@@ -29,36 +29,6 @@ static void usage(FILE *out) {
           "                     0.05, from the spread of these runs (a pilot)\n");
 }
 
-/* The command line as typed, quoted where a shell would need it. */
-static char *command_line(int argc, char **argv) {
-  size_t cap = 16;
-  for (int i = 0; i < argc; i++) cap += 4 * strlen(argv[i]) + 3;
-  char *s = malloc(cap);
-  if (!s) return NULL;
-  size_t n = (size_t)snprintf(s, cap, "ufp4");
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i];
-    const int plain = a[0] && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-+=,./:@%") ==
-                                      strlen(a);
-    s[n++] = ' ';
-    if (plain) {
-      memcpy(s + n, a, strlen(a));
-      n += strlen(a);
-      continue;
-    }
-    s[n++] = '\'';
-    for (; *a; a++) {
-      if (*a == '\'') {
-        memcpy(s + n, "'\\''", 4);
-        n += 4;
-      } else s[n++] = *a;
-    }
-    s[n++] = '\'';
-  }
-  s[n] = 0;
-  return s;
-}
-
 /* Flags into opt and *out, the other arguments into pos[*npos]; 1 on success, 0 after printing
  * the usage (no --out or no runs), -1 on a bad flag. */
 static int parse(int argc, char **argv, ufp4_report_options *opt, const char **out, const char **pos,
@@ -105,7 +75,7 @@ int ufp4_cmd_report(int argc, char **argv) {
   }
   ufp4_report_run *runs = NULL;
   size_t n = 0;
-  char *cmd = command_line(argc, argv);
+  char *cmd = cli_command_line(argc, argv);
   opt.command = cmd;
   ufp4_report *rep = NULL;
   int rc = ufp4_report_runs_parse(pos, (size_t)npos, &runs, &n);

@@ -29,6 +29,7 @@ static const command commands[] = {
     {"compare", ufp4_cmd_compare, "BF16-relative loss error of 4-bit recipes over seeds, with a report", 1},
     {"sweep", ufp4_cmd_sweep, "scaling study: sizes x recipes, power-law fits, FP4-to-BF16 gap vs compute", 1},
     {"drift", ufp4_cmd_drift, "forward drift through depth of a checkpoint under each recipe", 0},
+    {"study", ufp4_cmd_study, "the depth study's registered analysis: H1-H3 with Holm, settledness, stage 2", 0},
     {"report", ufp4_cmd_report, "rebuild a comparison report from finished run folders", 0},
 };
 enum { n_commands = sizeof commands / sizeof commands[0] };

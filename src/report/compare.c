@@ -8,6 +8,7 @@
 
 #include "core/build_info.h"
 #include "core/timer.h"
+#include "report/report_load.h"
 #include "report/run_resume.h"
 #include "report/run_share.h"
 #include "ufp4/error.h"
@@ -107,18 +108,6 @@ int ufp4_compare_check(const ufp4_compare_options *o) {
   return rc;
 }
 
-/* A folder name for a recipe spec: letters, digits, '-', '.' kept; everything else '_'. */
-static void dir_name(const char *spec, char *out, size_t size) {
-  size_t j = 0;
-  for (size_t i = 0; spec[i] && j + 1 < size; i++) {
-    char ch = spec[i];
-    int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
-             ch == '-' || ch == '.';
-    out[j++] = ok ? ch : '_';
-  }
-  out[j] = '\0';
-}
-
 /* The grid being run: run j = (seed s, recipe k) with j = s * n + k. */
 typedef struct {
   const ufp4_compare_options *o;
@@ -142,7 +131,7 @@ static int run_config(void *ctx, int j, ufp4_train_config *cfg) {
   const char *spec = g->list->spec[j % g->list->n];
   snprintf(cfg->recipe, sizeof cfg->recipe, "%.511s", spec);
   char name[400];
-  dir_name(spec, name, sizeof name);
+  rpt_recipe_dir_name(spec, name, sizeof name);
   char dir[sizeof cfg->out_dir + 1];
   const int len = snprintf(dir, sizeof dir, "%s/runs/%s/seed%llu", g->o->out_dir, name,
                            (unsigned long long)cfg->seed);

@@ -270,3 +270,15 @@ int rpt_diag_load(const char *dir, struct ufp4_report_diag **out) {
   *out = d;
   return 0;
 }
+
+/* A folder name for a recipe spec: letters, digits, '-', '.' kept; everything else '_'. */
+void rpt_recipe_dir_name(const char *spec, char *out, size_t size) {
+  size_t j = 0;
+  for (size_t i = 0; spec[i] && j + 1 < size; i++) {
+    char ch = spec[i];
+    int ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+             ch == '-' || ch == '.';
+    out[j++] = ok ? ch : '_';
+  }
+  out[j] = '\0';
+}

@@ -13,5 +13,8 @@ int rpt_load_config(const char *dir, char *recipe, size_t recipe_size, long long
 /* metrics.jsonl: train (non-skipped) and val series, sorted by step. A line that is not JSON but
  * says "skipped":true (nan loss) counts as skipped; any other malformed line is an error. */
 int rpt_load_metrics(const char *dir, ufp4_series *train, ufp4_series *val, int *skipped);
+/* The folder name `ufp4 compare` gives a recipe spec's runs: letters, digits, '-' and '.' kept,
+ * anything else '_'. */
+void rpt_recipe_dir_name(const char *spec, char *out, size_t size);
 
 #endif

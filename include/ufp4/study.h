@@ -1,0 +1,130 @@
+/* The analysis of the pre-registered depth study (docs/STUDY.md, sections 3.1, 4-7): finished
+ * `ufp4 compare` folders at several depths, and the `ufp4 drift --mode both` outputs of the
+ * baseline's final checkpoints at the deepest depth -> H1, H2 and H3 with Holm over the three,
+ * the per-depth and secondary families, the settledness table, and the stage-2 seed count.
+ *
+ * Inputs. A depth folder is the --out of one `ufp4 compare`: DIR/runs/<name>/seed<N>/metrics.jsonl,
+ * <name> the folder name compare gives a recipe spec (letters, digits, '-' and '.' kept, anything
+ * else '_'). Several folders may hold the same depth (stage 1 and stage 2); a (depth, recipe,
+ * seed) found in two of them is an error. L_r(s, L) is the val_loss of the run's last evaluation.
+ * A seed is in the analysis when recipes a, b and the baseline have a run at every depth and, at
+ * each depth, their last evaluations are at one step (a seed still running is left out and named
+ * in `excluded`). The control and the secondary recipes only enter their own comparisons, over
+ * the included seeds that have them at every depth.
+ *
+ * Statistics (all from ufp4_paired_summarize, 95% intervals, MDD at 80% power):
+ *   D(s, L)  = 100 (L_a - L_b) / L_base                percentage points (pp)
+ *   H1       d(s) = mean over depths of D(s, L)        test of mean 0, MDD at alpha / 3
+ *   per depth  D(s, L) at each depth                   Holm over the depths at alpha
+ *   H2       b(s) = least-squares slope of D(s, L) against log2 L, pp per doubling
+ *   control  e_c(s) = mean over depths of 100 (L_control - L_base) / L_base; the noise floor is
+ *            |mean e_c|: an H1 effect smaller than it is "below the noise floor", whatever its p
+ *   secondary  for each secondary recipe r: mean over depths of 100 (L_r - L_ref) / L_base, Holm
+ *            within the family
+ *   H3       per seed, from its drift.json: the mean over batches of the forward log-ratio slope
+ *            and of the backward dX log-ratio slope, for a and for b. (a) a's mean slope is
+ *            negative with an interval excluding 0, forward and backward; the p-value for Holm
+ *            is the larger of the two (an intersection-union test). (b) b's interval lies inside
+ *            (-0.25 |mean a|, +0.25 |mean a|), forward and backward: b's slope is within a quarter
+ *            of a's from zero, i.e. b "does not compound" by the registered margin.
+ *   Holm     over the p-values of H1, H2, H3(a) at alpha (0.05/3, 0.05/2, 0.05 in turn, stopping
+ *            at the first that fails). A hypothesis is supported when Holm rejects it AND its
+ *            estimate has the predicted sign (H1, H2 positive; H3 negative) AND, for H3, (b) holds.
+ *   settled  per depth, G_q(s) = mean over the evaluations in quarter q of the steps
+ *            ((q - 1) S / 4, q S / 4], S the last evaluation, of L_a - L_b (nats). Settled when the
+ *            interval of the seed mean of G_4 - G_3 contains 0 and |mean| is below
+ *            max(|mean G_4| / 4, 0.002).
+ *   stage 2  (the internal pilot, section 5) sd of d(s) only; the target 0.005 nats in pp is
+ *            100 * target / mean L_base; n = max(n_min, ufp4_paired_n(target, sd, alpha / 3, 0.8)),
+ *            at most n_cap (then the MDD reached at n_cap is given).
+ * No figure depends on the order of the folders or the file system's listing order. */
+#ifndef UFP4_STUDY_H
+#define UFP4_STUDY_H
+
+#include <stddef.h>
+
+#include "ufp4/power.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define UFP4_STUDY_MAX_DEPTHS 8
+#define UFP4_STUDY_MAX_SECONDARY 8
+
+typedef struct {
+  int depth;
+  const char *dir; /* a compare --out folder */
+} ufp4_study_folder;
+
+typedef struct {
+  const char *a, *b;           /* the pair of H1-H3 (default "e2m1", "ufp4") */
+  const char *baseline;        /* default "bf16" */
+  const char *control;         /* default "fp32"; NULL: none */
+  const char *secondary[UFP4_STUDY_MAX_SECONDARY]; /* recipe specs compared with secondary_ref */
+  int n_secondary;
+  const char *secondary_ref;   /* default: a */
+  const char *drift_dir;       /* holds seed<N>/drift.json; NULL: no H3 */
+  double alpha;                /* familywise, default 0.05 */
+  double power;                /* default 0.8 */
+  double margin;               /* H3 (b) equivalence margin as a fraction of |a|, default 0.25 */
+  double target_nats;          /* stage 2 target effect, default 0.005 */
+  int n_min, n_cap;            /* stage 2 bounds, default 12 and 24 */
+} ufp4_study_options;
+
+ufp4_study_options ufp4_study_options_default(void);
+
+typedef struct {
+  int valid; /* n >= 2 */
+  ufp4_paired_summary s;
+  double p_holm;   /* the level Holm compared p with (NaN when not reached) */
+  int rejected;    /* by Holm in its family */
+} ufp4_study_test;
+
+typedef struct {
+  int n_depths, depth[UFP4_STUDY_MAX_DEPTHS]; /* ascending */
+  size_t n_seeds;
+  long long *seeds;       /* the included seeds, ascending */
+  char excluded[1024];    /* "seed 13 (L=16: e2m1 not finished); ..." or "" */
+  double mean_base;       /* mean L_base over seeds and depths (nats) */
+  ufp4_study_test h1, h2, per_depth[UFP4_STUDY_MAX_DEPTHS];
+  int h1_supported, h2_supported, h3_supported;
+  int h1_below_noise;     /* |mean d| < noise floor */
+  int has_control;
+  ufp4_study_test control; /* e_c(s), not in any family */
+  double noise_floor;     /* |mean e_c|, pp; NaN without control */
+  int n_secondary;
+  ufp4_study_test secondary[UFP4_STUDY_MAX_SECONDARY];
+  /* settledness, per depth */
+  double g_mean[UFP4_STUDY_MAX_DEPTHS][4];
+  ufp4_study_test settle[UFP4_STUDY_MAX_DEPTHS];
+  int settled[UFP4_STUDY_MAX_DEPTHS];
+  /* H3: 0 forward, 1 backward (dX); slopes of a, of b, and a - b, over seeds */
+  int has_h3;
+  size_t h3_seeds;
+  ufp4_study_test h3_a[2], h3_b[2], h3_diff[2];
+  double h3_p;            /* max of h3_a[0].p, h3_a[1].p */
+  ufp4_study_test h3;     /* Holm's view of H3(a) */
+  int h3_equivalent[2];   /* (b) per direction */
+  /* stage 2 */
+  double sd_pp, target_pp;
+  size_t n_needed;        /* max(n_min, paired_n), capped */
+  int capped;             /* the cap binds: mdd_at_cap is what n_cap reaches */
+  double mdd_at_cap;
+} ufp4_study_result;
+
+/* Reads the folders (and drift files) and computes everything above. With sd_only the tests are
+ * not computed (their fields are NaN): only the seeds, mean_base, sd_pp, target_pp, n_needed,
+ * capped and mdd_at_cap, as the internal pilot allows. *out is calloc'ed; NULL on failure. */
+int ufp4_study_analyze(const ufp4_study_folder *folders, size_t n_folders, const ufp4_study_options *o,
+                       int sd_only, ufp4_study_result **out);
+/* analysis.json and analysis.md (or, for an sd_only result, stage2.json) into out_dir (created if
+ * needed), each written atomically. `command` and `commit` are recorded; either may be NULL. */
+int ufp4_study_write(const ufp4_study_result *r, const ufp4_study_options *o, int sd_only, const char *command,
+                     const char *commit, const char *out_dir);
+void ufp4_study_free(ufp4_study_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,501 @@
+/* The depth study's analysis (see ufp4/study.h for the contract, docs/STUDY.md for the design). */
+#include "ufp4/study.h"
+
+#include <cjson/cJSON.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "report/report_load.h"
+#include "ufp4/error.h"
+#include "ufp4/fileio.h"
+#include "ufp4/stats.h"
+
+#define LEVEL 0.95
+#define SETTLE_FLOOR 0.002 /* nats: a quarter-to-quarter change below this counts as settled */
+
+/* Roles of the recipes: the pair, the baseline, the control, then the secondary recipes. */
+enum { R_A, R_B, R_BASE, R_CONTROL, R_SECONDARY };
+#define N_ROLES (R_SECONDARY + UFP4_STUDY_MAX_SECONDARY + 1) /* + the secondary reference */
+
+typedef struct {
+  int d, role;      /* depth index, role */
+  long long seed;
+  int last_step;    /* of the last evaluation; -1 when there is none */
+  double final;     /* its val_loss */
+  ufp4_series val;
+} cell;
+
+typedef struct {
+  const ufp4_study_options *o;
+  const char *names[N_ROLES]; /* NULL: role unused */
+  int n_roles;
+  cell *cells;
+  size_t n_cells, cap;
+  int last[UFP4_STUDY_MAX_DEPTHS]; /* S_L: the latest evaluation step at each depth */
+} study;
+
+ufp4_study_options ufp4_study_options_default(void) {
+  ufp4_study_options o;
+  memset(&o, 0, sizeof o);
+  o.a = "e2m1";
+  o.b = "ufp4";
+  o.baseline = "bf16";
+  o.control = "fp32";
+  o.alpha = 0.05;
+  o.power = 0.8;
+  o.margin = 0.25;
+  o.target_nats = 0.005;
+  o.n_min = 12;
+  o.n_cap = 24;
+  return o;
+}
+
+static const cell *find(const study *st, int d, int role, long long seed) {
+  for (size_t i = 0; i < st->n_cells; i++) {
+    const cell *c = &st->cells[i];
+    if (c->d == d && c->role == role && c->seed == seed) return c;
+  }
+  return NULL;
+}
+
+/* A finished run of (d, role, seed): one whose last evaluation is at the depth's last step. */
+static const cell *done(const study *st, int d, int role, long long seed) {
+  const cell *c = st->names[role] ? find(st, d, role, seed) : NULL;
+  return c && c->last_step >= 0 && c->last_step == st->last[d] ? c : NULL;
+}
+
+static int is_seed_dir(const char *name, long long *seed) {
+  if (strncmp(name, "seed", 4) || !name[4] || strspn(name + 4, "0123456789") != strlen(name + 4) ||
+      strlen(name + 4) > 15)
+    return 0;
+  *seed = atoll(name + 4);
+  return 1;
+}
+
+static int add_cell(study *st, int d, int role, long long seed, const char *run) {
+  if (find(st, d, role, seed))
+    return ufp4_fail(UFP4_EINVAL, "%s: recipe %s, seed %lld: another folder of the same depth has this run too",
+                     run, st->names[role], seed);
+  if (st->n_cells == st->cap) {
+    size_t nc = st->cap ? 2 * st->cap : 64;
+    cell *n = realloc(st->cells, nc * sizeof *n);
+    if (!n) return ufp4_fail(UFP4_ENOMEM, "study: out of memory");
+    st->cells = n;
+    st->cap = nc;
+  }
+  cell *c = &st->cells[st->n_cells];
+  memset(c, 0, sizeof *c);
+  c->d = d;
+  c->role = role;
+  c->seed = seed;
+  c->last_step = -1;
+  c->final = NAN;
+  char path[4700];
+  struct stat sb;
+  snprintf(path, sizeof path, "%s/metrics.jsonl", run);
+  if (stat(path, &sb)) { /* a run not started yet: present, unfinished */
+    st->n_cells++;
+    return 0;
+  }
+  ufp4_series train = {0};
+  int skipped = 0;
+  int rc = rpt_load_metrics(run, &train, &c->val, &skipped);
+  free(train.step);
+  free(train.value);
+  if (rc) {
+    free(c->val.step);
+    free(c->val.value);
+    return rc;
+  }
+  if (c->val.n) {
+    c->last_step = c->val.step[c->val.n - 1];
+    c->final = c->val.value[c->val.n - 1];
+  }
+  st->n_cells++;
+  return 0;
+}
+
+static int load_folder(study *st, int d, const char *dir) {
+  for (int role = 0; role < st->n_roles; role++) {
+    if (!st->names[role]) continue;
+    if (role == R_SECONDARY + UFP4_STUDY_MAX_SECONDARY && !strcmp(st->names[role], st->names[R_A])) continue;
+    char rdir[4200], name[512];
+    rpt_recipe_dir_name(st->names[role], name, sizeof name);
+    snprintf(rdir, sizeof rdir, "%s/runs/%s", dir, name);
+    DIR *dp = opendir(rdir);
+    if (!dp) continue; /* this folder has no run of the recipe */
+    struct dirent *e;
+    int rc = 0;
+    while (!rc && (e = readdir(dp))) {
+      long long seed;
+      if (!is_seed_dir(e->d_name, &seed)) continue;
+      char run[4500];
+      snprintf(run, sizeof run, "%s/%s", rdir, e->d_name);
+      rc = add_cell(st, d, role, seed, run);
+    }
+    closedir(dp);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+static int cmp_ll(const void *x, const void *y) {
+  const long long a = *(const long long *)x, b = *(const long long *)y;
+  return (a > b) - (a < b);
+}
+
+static int cmp_int(const void *x, const void *y) { return *(const int *)x - *(const int *)y; }
+
+/* The included seeds (a, b, baseline done at every depth), ascending; the others named in r->excluded. */
+static int pick_seeds(const study *st, ufp4_study_result *r) {
+  long long *all = malloc((st->n_cells + 1) * sizeof *all);
+  r->seeds = malloc((st->n_cells + 1) * sizeof *r->seeds);
+  if (!all || !r->seeds) {
+    free(all);
+    return ufp4_fail(UFP4_ENOMEM, "study: out of memory");
+  }
+  size_t n = 0;
+  for (size_t i = 0; i < st->n_cells; i++) all[n++] = st->cells[i].seed;
+  qsort(all, n, sizeof *all, cmp_ll);
+  size_t len = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (i && all[i] == all[i - 1]) continue;
+    const char *why = NULL;
+    int at = 0;
+    for (int d = 0; d < r->n_depths && !why; d++)
+      for (int role = R_A; role <= R_BASE && !why; role++)
+        if (!done(st, d, role, all[i])) why = st->names[role], at = r->depth[d];
+    if (!why) r->seeds[r->n_seeds++] = all[i];
+    else if (len + 80 < sizeof r->excluded)
+      len += (size_t)snprintf(r->excluded + len, sizeof r->excluded - len, "%sseed %lld (L=%d: %s not finished)",
+                              len ? "; " : "", all[i], at, why);
+  }
+  free(all);
+  return 0;
+}
+
+/* Relative difference in pp of roles x - y against the baseline, averaged over depths; NaN when
+ * a run is missing. */
+static double rel_pp(const study *st, const ufp4_study_result *r, int x, int y, long long seed, int d) {
+  const cell *cx = done(st, d, x, seed), *cy = done(st, d, y, seed), *cb = done(st, d, R_BASE, seed);
+  if (!cx || !cy || !cb) return NAN;
+  (void)r;
+  return 100.0 * (cx->final - cy->final) / cb->final;
+}
+
+static double depth_mean_pp(const study *st, const ufp4_study_result *r, int x, int y, long long seed) {
+  double s = 0;
+  for (int d = 0; d < r->n_depths; d++) s += rel_pp(st, r, x, y, seed, d);
+  return s / r->n_depths;
+}
+
+static void summarize(const double *v, size_t n, double alpha, double power, ufp4_study_test *t) {
+  /* Only the finite values: a seed without the runs of a comparison is not in it. */
+  double *f = malloc((n + 1) * sizeof *f);
+  size_t m = 0;
+  for (size_t i = 0; f && i < n; i++)
+    if (isfinite(v[i])) f[m++] = v[i];
+  memset(t, 0, sizeof *t);
+  t->p_holm = NAN;
+  t->valid = f && m >= 2 && !ufp4_paired_summarize(f, m, LEVEL, alpha, power, &t->s);
+  if (!t->valid) {
+    t->s.n = m;
+    t->s.mean = t->s.sd = t->s.se = t->s.t = t->s.p = t->s.lo = t->s.hi = t->s.mdd = NAN;
+  }
+  free(f);
+}
+
+/* Holm's step-down at alpha over tests[0..n); an invalid test has p = 1. */
+static void holm(ufp4_study_test **tests, int n, double alpha) {
+  int order[16];
+  for (int i = 0; i < n; i++) order[i] = i;
+  for (int i = 1; i < n; i++) /* insertion sort by p, ties in the given order */
+    for (int j = i; j > 0; j--) {
+      const double pa = tests[order[j - 1]]->valid ? tests[order[j - 1]]->s.p : 1;
+      const double pb = tests[order[j]]->valid ? tests[order[j]]->s.p : 1;
+      if (pb >= pa) break;
+      const int tmp = order[j];
+      order[j] = order[j - 1];
+      order[j - 1] = tmp;
+    }
+  for (int i = 0; i < n; i++) {
+    ufp4_study_test *t = tests[order[i]];
+    t->p_holm = alpha / (n - i);
+    t->rejected = t->valid && t->s.p <= t->p_holm;
+    if (!t->rejected) break;
+  }
+}
+
+static double slope_log2(const ufp4_study_result *r, const double *y) {
+  double mx = 0, my = 0, sxx = 0, sxy = 0;
+  for (int d = 0; d < r->n_depths; d++) mx += log2(r->depth[d]), my += y[d];
+  mx /= r->n_depths;
+  my /= r->n_depths;
+  for (int d = 0; d < r->n_depths; d++) {
+    const double x = log2(r->depth[d]) - mx;
+    sxx += x * x;
+    sxy += x * (y[d] - my);
+  }
+  return sxx > 0 ? sxy / sxx : NAN;
+}
+
+/* G_q(s) of one depth: quarter means of L_a - L_b over the evaluations both runs made. */
+static void quarters(const study *st, int d, long long seed, double g[4]) {
+  const cell *ca = done(st, d, R_A, seed), *cb = done(st, d, R_B, seed);
+  double sum[4] = {0}, cnt[4] = {0};
+  const long S = st->last[d];
+  for (size_t i = 0; ca && cb && i < ca->val.n; i++)
+    for (size_t j = 0; j < cb->val.n; j++)
+      if (cb->val.step[j] == ca->val.step[i] && ca->val.step[i] > 0) {
+        const int q = (int)((4L * ca->val.step[i] + S - 1) / S) - 1; /* step in ((q)S/4, (q+1)S/4] */
+        if (q >= 0 && q < 4) sum[q] += ca->val.value[i] - cb->val.value[j], cnt[q]++;
+      }
+  for (int q = 0; q < 4; q++) g[q] = cnt[q] ? sum[q] / cnt[q] : NAN;
+}
+
+static void settledness(const study *st, ufp4_study_result *r, double alpha, double power) {
+  const size_t n = r->n_seeds;
+  double *diff = malloc((n + 1) * sizeof *diff), *gq = malloc((4 * n + 1) * sizeof *gq);
+  for (int d = 0; d < r->n_depths && diff && gq; d++) {
+    for (size_t s = 0; s < n; s++) {
+      quarters(st, d, r->seeds[s], gq + 4 * s);
+      diff[s] = gq[4 * s + 3] - gq[4 * s + 2];
+    }
+    for (int q = 0; q < 4; q++) {
+      double m = 0;
+      for (size_t s = 0; s < n; s++) m += gq[4 * s + q];
+      r->g_mean[d][q] = n ? m / (double)n : NAN;
+    }
+    summarize(diff, n, alpha, power, &r->settle[d]);
+    const ufp4_paired_summary *x = &r->settle[d].s;
+    const double bound = fmax(fabs(r->g_mean[d][3]) / 4, SETTLE_FLOOR);
+    r->settled[d] = r->settle[d].valid && x->lo <= 0 && x->hi >= 0 && fabs(x->mean) < bound;
+  }
+  free(diff);
+  free(gq);
+}
+
+/* recipes[].log_ratio_slope.mean (forward) and .backward.log_ratio_slope.mean of `name`. */
+static int drift_slopes(const cJSON *j, const char *name, const char *path, double out[2]) {
+  const cJSON *recipes = cJSON_GetObjectItemCaseSensitive(j, "recipes"), *it;
+  cJSON_ArrayForEach(it, recipes) {
+    const cJSON *rn = cJSON_GetObjectItemCaseSensitive(it, "recipe");
+    if (!cJSON_IsString(rn) || strcmp(rn->valuestring, name)) continue;
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(it, "log_ratio_slope"), "mean");
+    const cJSON *bw = cJSON_GetObjectItemCaseSensitive(it, "backward");
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(bw, "log_ratio_slope"), "mean");
+    if (!cJSON_IsNumber(f) || !cJSON_IsNumber(b))
+      return ufp4_fail(UFP4_EFORMAT,
+                       "%s: recipe %s lacks the forward or backward log_ratio_slope (run ufp4 drift --mode both)",
+                       path, name);
+    out[0] = f->valuedouble;
+    out[1] = b->valuedouble;
+    return 0;
+  }
+  return ufp4_fail(UFP4_EFORMAT, "%s: no recipe \"%s\" in \"recipes\"", path, name);
+}
+
+static int h3_seed(const ufp4_study_options *o, long long seed, double a[2], double b[2], int *found) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/seed%lld/drift.json", o->drift_dir, seed);
+  struct stat sb;
+  *found = !stat(path, &sb);
+  if (!*found) return 0;
+  char *text;
+  size_t size;
+  int rc = rpt_read_file(path, 256u << 20, "a drift measurement", &text, &size);
+  if (rc) return rc;
+  cJSON *j = cJSON_ParseWithLength(text, size);
+  free(text);
+  if (!j) return ufp4_fail(UFP4_EFORMAT, "%s: not JSON", path);
+  rc = drift_slopes(j, o->a, path, a);
+  if (!rc) rc = drift_slopes(j, o->b, path, b);
+  cJSON_Delete(j);
+  return rc;
+}
+
+static int h3(const ufp4_study_options *o, ufp4_study_result *r) {
+  const size_t n = r->n_seeds;
+  double *v = malloc((6 * n + 1) * sizeof *v);
+  if (!v) return ufp4_fail(UFP4_ENOMEM, "study: out of memory");
+  int rc = 0;
+  for (size_t s = 0; s < n && !rc; s++) {
+    double a[2], b[2];
+    int found;
+    rc = h3_seed(o, r->seeds[s], a, b, &found);
+    for (int k = 0; k < 2; k++) {
+      v[(0 + k) * n + s] = found ? a[k] : NAN;
+      v[(2 + k) * n + s] = found ? b[k] : NAN;
+      v[(4 + k) * n + s] = found ? a[k] - b[k] : NAN;
+    }
+    r->h3_seeds += (size_t)(found && !rc);
+  }
+  for (int k = 0; k < 2 && !rc; k++) {
+    summarize(v + (0 + k) * n, n, o->alpha / 3, o->power, &r->h3_a[k]);
+    summarize(v + (2 + k) * n, n, o->alpha / 3, o->power, &r->h3_b[k]);
+    summarize(v + (4 + k) * n, n, o->alpha / 3, o->power, &r->h3_diff[k]);
+    const double m = o->margin * fabs(r->h3_a[k].s.mean);
+    r->h3_equivalent[k] = r->h3_b[k].valid && r->h3_b[k].s.lo > -m && r->h3_b[k].s.hi < m;
+  }
+  free(v);
+  if (rc) return rc;
+  r->has_h3 = r->h3_a[0].valid && r->h3_a[1].valid;
+  r->h3 = r->h3_a[0].s.p >= r->h3_a[1].s.p ? r->h3_a[0] : r->h3_a[1]; /* the IUT: the larger p */
+  r->h3.valid = r->has_h3;
+  r->h3_p = r->has_h3 ? r->h3.s.p : NAN;
+  return 0;
+}
+
+static void stage2(const ufp4_study_options *o, ufp4_study_result *r, const double *d1) {
+  const size_t n = r->n_seeds;
+  r->sd_pp = n >= 2 ? ufp4_std(d1, n) : NAN;
+  r->target_pp = 100.0 * o->target_nats / r->mean_base;
+  r->n_needed = (size_t)o->n_min;
+  r->mdd_at_cap = NAN;
+  if (!(r->sd_pp > 0)) return;
+  size_t need = 0;
+  const double a3 = o->alpha / 3;
+  /* The search's own limit is far above the cap: it doubles its bracket up to n_max / 2. */
+  if (ufp4_paired_n(r->target_pp, r->sd_pp, a3, o->power, 1000000, &need) || need > (size_t)o->n_cap) {
+    r->capped = 1;
+    r->n_needed = (size_t)o->n_cap;
+    r->mdd_at_cap = ufp4_paired_mdd(r->sd_pp, (size_t)o->n_cap, a3, o->power);
+  } else if (need > r->n_needed) {
+    r->n_needed = need;
+  }
+}
+
+static void tests(const study *st, const ufp4_study_options *o, ufp4_study_result *r, const double *d1) {
+  const size_t n = r->n_seeds;
+  double *v = malloc((n + 1) * sizeof *v), y[UFP4_STUDY_MAX_DEPTHS];
+  if (!v) return;
+  summarize(d1, n, o->alpha / 3, o->power, &r->h1);
+  for (size_t s = 0; s < n; s++) {
+    for (int d = 0; d < r->n_depths; d++) y[d] = rel_pp(st, r, R_A, R_B, r->seeds[s], d);
+    v[s] = slope_log2(r, y);
+  }
+  summarize(v, n, o->alpha / 3, o->power, &r->h2);
+  ufp4_study_test *fam[UFP4_STUDY_MAX_SECONDARY + UFP4_STUDY_MAX_DEPTHS];
+  for (int d = 0; d < r->n_depths; d++) {
+    for (size_t s = 0; s < n; s++) v[s] = rel_pp(st, r, R_A, R_B, r->seeds[s], d);
+    summarize(v, n, o->alpha, o->power, &r->per_depth[d]);
+    fam[d] = &r->per_depth[d];
+  }
+  holm(fam, r->n_depths, o->alpha);
+  r->has_control = o->control != NULL;
+  r->noise_floor = NAN;
+  if (r->has_control) {
+    for (size_t s = 0; s < n; s++) v[s] = depth_mean_pp(st, r, R_CONTROL, R_BASE, r->seeds[s]);
+    summarize(v, n, o->alpha, o->power, &r->control);
+    r->noise_floor = fabs(r->control.s.mean);
+  }
+  const int ref = st->names[R_SECONDARY + UFP4_STUDY_MAX_SECONDARY] ? R_SECONDARY + UFP4_STUDY_MAX_SECONDARY : R_A;
+  r->n_secondary = o->n_secondary;
+  for (int k = 0; k < o->n_secondary; k++) {
+    for (size_t s = 0; s < n; s++) v[s] = depth_mean_pp(st, r, R_SECONDARY + k, ref, r->seeds[s]);
+    summarize(v, n, o->alpha, o->power, &r->secondary[k]);
+    fam[k] = &r->secondary[k];
+  }
+  holm(fam, o->n_secondary, o->alpha);
+  free(v);
+}
+
+static void primary_decisions(const ufp4_study_options *o, ufp4_study_result *r) {
+  ufp4_study_test *fam[3] = {&r->h1, &r->h2, &r->h3};
+  holm(fam, 3, o->alpha);
+  r->h1_supported = r->h1.rejected && r->h1.s.mean > 0;
+  r->h2_supported = r->h2.rejected && r->h2.s.mean > 0;
+  r->h3_supported = r->has_h3 && r->h3.rejected && r->h3_a[0].s.hi < 0 && r->h3_a[1].s.hi < 0 &&
+                    r->h3_equivalent[0] && r->h3_equivalent[1];
+  r->h1_below_noise = r->has_control && isfinite(r->noise_floor) && fabs(r->h1.s.mean) < r->noise_floor;
+}
+
+static int setup(study *st, const ufp4_study_folder *f, size_t nf, const ufp4_study_options *o,
+                 ufp4_study_result *r) {
+  memset(st, 0, sizeof *st);
+  st->o = o;
+  st->names[R_A] = o->a;
+  st->names[R_B] = o->b;
+  st->names[R_BASE] = o->baseline;
+  st->names[R_CONTROL] = o->control;
+  if (!o->a || !o->b || !o->baseline || o->n_secondary < 0 || o->n_secondary > UFP4_STUDY_MAX_SECONDARY)
+    return ufp4_fail(UFP4_EINVAL, "study: recipes a, b and the baseline are needed, at most %d secondary",
+                     UFP4_STUDY_MAX_SECONDARY);
+  for (int k = 0; k < o->n_secondary; k++) st->names[R_SECONDARY + k] = o->secondary[k];
+  st->names[R_SECONDARY + UFP4_STUDY_MAX_SECONDARY] = o->secondary_ref;
+  st->n_roles = N_ROLES;
+  if (!(o->alpha > 0 && o->alpha < 1 && o->power > o->alpha && o->power < 1 && o->margin > 0 &&
+        o->target_nats > 0 && o->n_min >= 2 && o->n_cap >= o->n_min))
+    return ufp4_fail(UFP4_EINVAL, "study: alpha, power, margin, target or the seed bounds out of range");
+  for (size_t i = 0; i < nf; i++) {
+    int seen = 0;
+    for (int d = 0; d < r->n_depths; d++) seen |= r->depth[d] == f[i].depth;
+    if (f[i].depth < 1) return ufp4_fail(UFP4_EINVAL, "study: %s: depth %d is not positive", f[i].dir, f[i].depth);
+    if (!seen && r->n_depths == UFP4_STUDY_MAX_DEPTHS)
+      return ufp4_fail(UFP4_EINVAL, "study: more than %d depths", UFP4_STUDY_MAX_DEPTHS);
+    if (!seen) r->depth[r->n_depths++] = f[i].depth;
+  }
+  if (r->n_depths < 2) return ufp4_fail(UFP4_EINVAL, "study: at least two depths are needed (H2 is a slope)");
+  qsort(r->depth, (size_t)r->n_depths, sizeof r->depth[0], cmp_int);
+  for (size_t i = 0; i < nf; i++) {
+    struct stat sb;
+    if (stat(f[i].dir, &sb) || !S_ISDIR(sb.st_mode))
+      return ufp4_fail(UFP4_EINVAL, "study: %s: not a folder", f[i].dir);
+    int d = 0;
+    while (r->depth[d] != f[i].depth) d++;
+    int rc = load_folder(st, d, f[i].dir);
+    if (rc) return rc;
+  }
+  for (size_t i = 0; i < st->n_cells; i++)
+    if (st->cells[i].last_step > st->last[st->cells[i].d]) st->last[st->cells[i].d] = st->cells[i].last_step;
+  return 0;
+}
+
+int ufp4_study_analyze(const ufp4_study_folder *folders, size_t n_folders, const ufp4_study_options *o, int sd_only,
+                       ufp4_study_result **out) {
+  *out = NULL;
+  ufp4_study_result *r = calloc(1, sizeof *r);
+  if (!r) return ufp4_fail(UFP4_ENOMEM, "study: out of memory");
+  study st;
+  int rc = setup(&st, folders, n_folders, o, r);
+  if (!rc) rc = pick_seeds(&st, r);
+  if (!rc && r->n_seeds < 2)
+    rc = ufp4_fail(UFP4_EINVAL, "study: %zu seed(s) finished at every depth; at least 2 are needed%s%s", r->n_seeds,
+                   r->excluded[0] ? ": " : "", r->excluded);
+  double *d1 = rc ? NULL : malloc(r->n_seeds * sizeof *d1);
+  if (!rc && !d1) rc = ufp4_fail(UFP4_ENOMEM, "study: out of memory");
+  if (!rc) {
+    double base = 0;
+    for (size_t s = 0; s < r->n_seeds; s++) {
+      d1[s] = depth_mean_pp(&st, r, R_A, R_B, r->seeds[s]);
+      for (int d = 0; d < r->n_depths; d++) base += done(&st, d, R_BASE, r->seeds[s])->final;
+    }
+    r->mean_base = base / ((double)r->n_seeds * r->n_depths);
+    stage2(o, r, d1);
+    if (!sd_only) {
+      tests(&st, o, r, d1);
+      settledness(&st, r, o->alpha, o->power);
+      if (o->drift_dir) rc = h3(o, r);
+      if (!rc) primary_decisions(o, r);
+    }
+  }
+  free(d1);
+  for (size_t i = 0; i < st.n_cells; i++) free(st.cells[i].val.step), free(st.cells[i].val.value);
+  free(st.cells);
+  if (rc) {
+    ufp4_study_free(r);
+    return rc;
+  }
+  *out = r;
+  return 0;
+}
+
+void ufp4_study_free(ufp4_study_result *r) {
+  if (!r) return;
+  free(r->seeds);
+  free(r);
+}
