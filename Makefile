@@ -2,7 +2,7 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 
-.PHONY: all deps test-deps build data run test clean sanitize fuzz valgrind reliability portable
+.PHONY: all deps test-deps build install data run test clean sanitize fuzz valgrind reliability portable
 
 all: build
 
@@ -15,6 +15,11 @@ test-deps:
 build: deps
 	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
 	@cmake --build $(BUILD) -j $(JOBS)
+
+# The library, headers, ufp4.pc, CMake package, binary and --help texts under PREFIX (docs/API.md, "C").
+PREFIX ?= /usr/local
+install: build
+	@cmake --install $(BUILD) --prefix $(PREFIX)
 
 data: deps
 	@scripts/fetch_data.sh

@@ -7,8 +7,10 @@
 # compiles src/NAME/*.c (and src/NAME/x86/*.c when the x86 kernels are on) into ufp4_NAME. Two
 # checks keep the layers honest:
 #   - the link: ufp4_NAME_linkcheck, a shared library of the same objects linked with
-#     -Wl,--no-undefined against the check libraries of DEPS only; a call into a layer above (or a
-#     sibling not listed) leaves an undefined symbol and fails the build;
+#     -Wl,--no-undefined against the static libraries of DEPS only (static, because the objects
+#     are compiled with hidden visibility and a shared library exports only the public API, while
+#     a layer may call the internal functions of the layers below); a call into a layer above (or
+#     a sibling not listed) leaves an undefined symbol and fails the build;
 #   - the includes: scripts/check_layers.py (a ctest test) fails when a file includes a header of a
 #     layer above its own, which the link cannot see for inline functions and macros.
 # The sanitizer and fuzz builds skip the link check (their runtimes leave symbols undefined on
@@ -38,7 +40,10 @@ function(ufp4_layer name)
   endif()
   set(objs ufp4_${name}_obj)
   add_library(${objs} OBJECT ${srcs})
-  set_target_properties(${objs} PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET default)
+  # Hidden by default: only what include/ufp4/ declares (between UFP4_API_BEGIN and UFP4_API_END,
+  # ufp4/export.h) is exported by the shared library, libufp4.so (cmake/install.cmake). The static
+  # libraries, and so the CLI and the tests, still see every symbol.
+  set_target_properties(${objs} PROPERTIES POSITION_INDEPENDENT_CODE ON C_VISIBILITY_PRESET hidden)
   target_include_directories(${objs} PUBLIC ${PROJECT_SOURCE_DIR}/include PRIVATE ${PROJECT_SOURCE_DIR}/src)
   target_link_libraries(${objs} PUBLIC OpenMP::OpenMP_C PkgConfig::CJSON PkgConfig::OPENBLAS)
   if(UFP4_X86)
@@ -52,12 +57,8 @@ function(ufp4_layer name)
   endforeach()
   target_link_libraries(ufp4_${name} PUBLIC ${deps} OpenMP::OpenMP_C PkgConfig::CJSON PkgConfig::OPENBLAS m)
   if(UFP4_LINKCHECK)
-    set(checks "")
-    foreach(d ${L_DEPS})
-      list(APPEND checks ufp4_${d}_linkcheck)
-    endforeach()
     add_library(ufp4_${name}_linkcheck SHARED $<TARGET_OBJECTS:${objs}>)
-    target_link_libraries(ufp4_${name}_linkcheck PRIVATE ${checks} OpenMP::OpenMP_C PkgConfig::CJSON
+    target_link_libraries(ufp4_${name}_linkcheck PRIVATE ${deps} OpenMP::OpenMP_C PkgConfig::CJSON
                           PkgConfig::OPENBLAS m)
     target_link_options(ufp4_${name}_linkcheck PRIVATE -Wl,--no-undefined)
     set_target_properties(ufp4_${name}_linkcheck PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/linkcheck)

@@ -15,7 +15,7 @@ ROOT = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file
 # Which layer owns each public header. ufp4.h is the umbrella header for users (it includes
 # headers of several layers), so it belongs to the top library layer.
 PUBLIC = {
-    "core": "error fileio jsonnum parallel philox",
+    "core": "error fileio jsonnum parallel philox version export",
     "formats": "grid minifloat",
     "transforms": "rht",
     "quant": "quant",

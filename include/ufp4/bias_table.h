@@ -7,10 +7,12 @@
 #include <stddef.h>
 #include "ufp4/measures.h"
 #include "ufp4/quant.h"
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 /* One measurement: a grid, raw (rht 0) or rotated. */
 typedef struct {
@@ -43,6 +45,7 @@ int ufp4_bias_measure(const ufp4_bias_spec *s, const float *x, size_t rows, size
                       ufp4_bias_table *out);
 void ufp4_bias_table_free(ufp4_bias_table *t);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

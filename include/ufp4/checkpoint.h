@@ -26,10 +26,12 @@
 
 #include <stddef.h>
 #include "ufp4/model.h"
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 /* Writes config.json for c into `path` (atomically). */
 int ufp4_hf_config_write(const char *path, const ufp4_model_config *c);
@@ -51,6 +53,7 @@ int ufp4_checkpoint_load_params(const char *dir, ufp4_model *m);
 int ufp4_checkpoint_load_optimizer(const char *dir, size_t n_params, float *m_state, float *v_state,
                                    char **trainer_json);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -33,10 +33,12 @@
 
 #include "ufp4/report.h"
 #include "ufp4/train.h"
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 typedef struct {
   const char *data_dir; /* token shards (`ufp4 prepare`); required */
@@ -77,6 +79,7 @@ int ufp4_compare_check(const ufp4_compare_options *o);
 int ufp4_compare_run(const ufp4_compare_options *o, ufp4_compare_result *res);
 void ufp4_compare_result_free(ufp4_compare_result *res);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

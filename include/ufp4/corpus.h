@@ -11,10 +11,12 @@
 #define UFP4_CORPUS_H
 
 #include <stddef.h>
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 typedef struct {
   size_t n_docs;
@@ -31,6 +33,7 @@ typedef struct {
 int ufp4_corpus_load(const char *path, const char *separator, ufp4_corpus *out);
 void ufp4_corpus_free(ufp4_corpus *c);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -6,10 +6,12 @@
 #include <stdint.h>
 #include "ufp4/loader.h"
 #include "ufp4/train.h"
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 typedef struct {
   ufp4_loader *loader;
@@ -40,6 +42,7 @@ int ufp4_train_shards_resolve(ufp4_train_config *cfg, const char *dir);
 /* Validation batches available (one pass). */
 uint64_t ufp4_shard_source_batches(const ufp4_shard_source *s);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -26,10 +26,12 @@
 #include <stdint.h>
 #include <stdio.h>
 #include "ufp4/model.h"
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 typedef struct {
   int layer;
@@ -46,6 +48,7 @@ int ufp4_forward_drift(ufp4_model *m, const int32_t *tokens, int B, int T, ufp4_
 int ufp4_diagnostics_run(ufp4_model *m, const int32_t *tokens, const int32_t *targets, int B, int T, int step,
                          FILE *out);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

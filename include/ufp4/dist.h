@@ -24,10 +24,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 typedef struct ufp4_dist ufp4_dist;
 
@@ -78,6 +80,7 @@ void ufp4_dist_reset_comm_seconds(ufp4_dist *d);
  * compare the parameters across ranks with ufp4_dist_check_same. */
 uint64_t ufp4_dist_fingerprint(const void *data, size_t n);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

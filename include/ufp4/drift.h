@@ -40,10 +40,12 @@
 
 #include <stdint.h>
 #include "ufp4/model.h"
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 /* Batch `index` as B rows of T + 1 tokens (the trainer's ufp4_batch_fn has this signature). */
 typedef int (*ufp4_token_batch_fn)(void *ctx, uint64_t index, int32_t *tokens);
@@ -96,6 +98,7 @@ static inline const ufp4_drift_ci *ufp4_drift_at(const ufp4_drift_series *s, int
 int ufp4_drift_measure(ufp4_model *m, const ufp4_drift_spec *s, ufp4_drift_table *out);
 void ufp4_drift_table_free(ufp4_drift_table *t);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -6,9 +6,12 @@
 #ifndef UFP4_ERROR_H
 #define UFP4_ERROR_H
 
+#include "ufp4/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 typedef enum {
   UFP4_OK = 0,
@@ -24,6 +27,7 @@ const char *ufp4_last_error(void);
  * `return ufp4_fail(UFP4_EINVAL, "...")`. */
 int ufp4_fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -14,10 +14,12 @@
 #define UFP4_FILEIO_H
 
 #include <stddef.h>
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 typedef struct {
   int fd; /* -1 once committed or aborted */
@@ -61,6 +63,7 @@ int ufp4_mkdirs(const char *path);
  * followed). */
 int ufp4_remove_tree(const char *path);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -9,10 +9,12 @@
 #define UFP4_GEMM_H
 
 #include <stddef.h>
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 /* Whether an operand is stored transposed: A as [k, m] instead of [m, k], B as [n, k] instead of
  * [k, n]. */
@@ -39,6 +41,7 @@ void ufp4_sgemm_atb(const float *A, const float *B, float *C, size_t m, size_t n
  * choice unless it sets OPENBLAS_CORETYPE before OpenBLAS loads. */
 const char *ufp4_blas_core(void);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -17,10 +17,12 @@
 #define UFP4_GRID_H
 
 #include <stdint.h>
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 typedef enum {
   UFP4_GRID_E2M1 = 0,  /* 0 0.5 1 1.5 2 3 4 6 */
@@ -81,6 +83,7 @@ int ufp4_code_index(const ufp4_grid *g, uint8_t code);
  * for those the function returns NaN. `interior` (may be NULL) receives 1 or 0. */
 double ufp4_bin_bias(const ufp4_grid *g, int level, int *interior);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

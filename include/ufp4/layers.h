@@ -21,10 +21,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 /* ---- token embedding ----------------------------------------------------------------------
  * out[BT,C] = wte[tokens[i], :] for each row i; wte is [V,C]; tokens[i] must be in [0, V).
@@ -117,6 +119,7 @@ int ufp4_cross_entropy_backward(float *dlogits, const float *logits, const float
 int ufp4_residual_forward(float *out, const float *a, const float *b, size_t n);
 int ufp4_residual_backward(float *da, float *db, const float *dout, size_t n);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

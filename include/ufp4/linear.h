@@ -25,10 +25,12 @@
 #include <stdint.h>
 #include "ufp4/recipe.h"
 #include "ufp4/stream.h"
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 /* Diagnostics hook (ufp4_diagnostics_*): when set, every operand about to be 4-bit quantized is
  * shown to `operand` (as the quantizer sees it: transposed along the reduction dimension, prescaled,
@@ -91,6 +93,7 @@ int ufp4_linear_backward_shared(const ufp4_linear_ctx *ctx, int n_proj, const fl
 /* Out-of-place transpose: dst [cols, rows] = src [rows, cols]^T. */
 void ufp4_transpose(const float *src, float *dst, size_t rows, size_t cols);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -23,10 +23,12 @@
 #include <stdint.h>
 
 #include "ufp4/shard.h"
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 typedef struct {
   size_t batch;   /* B */
@@ -52,6 +54,7 @@ uint64_t ufp4_loader_epoch(const ufp4_loader *l);
 /* The shard window index of row b of batch `step` (for tests and diagnostics). */
 uint64_t ufp4_loader_window(ufp4_loader *l, uint64_t step, size_t b);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

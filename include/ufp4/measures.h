@@ -9,10 +9,12 @@
 #include <stddef.h>
 #include "ufp4/grid.h"
 #include "ufp4/quant.h"
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 typedef struct {
   double alpha;          /* <Q(A), A> / ||A||^2: signal attenuation */
@@ -61,6 +63,7 @@ typedef struct {
 int ufp4_chain_simulate(const ufp4_qformat *f, const float *x, size_t tokens, size_t d, int K,
                         uint64_t seed, ufp4_chain_layer *out);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -6,10 +6,12 @@
 
 #include <stdint.h>
 #include "ufp4/grid.h"
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 /* OCP FP8 E4M3 ("e4m3fn"): bias 7, max 448, no Inf, NaN = S.1111.111. Round to nearest even,
  * saturating finite overflow to +-448 (cvt.rn.satfinite); NaN -> 0x7F. */
@@ -46,6 +48,7 @@ typedef enum {
 } ufp4_e8m0_rule;
 uint8_t ufp4_e8m0_scale(float amax, const ufp4_grid *g, ufp4_e8m0_rule rule);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

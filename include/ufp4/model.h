@@ -32,10 +32,12 @@
 #include "ufp4/linear.h"
 #include "ufp4/moe.h"
 #include "ufp4/recipe.h"
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 /* Most transformer blocks a model may have: a layer's stochastic-rounding streams carry its index
  * in a field of UFP4_STREAM_LAYER_BITS bits (stream.h), so more layers would share streams. The
@@ -186,6 +188,7 @@ void ufp4_model_set_timing(ufp4_model *m, int on);
 void ufp4_model_phase_times(const ufp4_model *m, ufp4_model_times *out);
 void ufp4_model_reset_phase_times(ufp4_model *m);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

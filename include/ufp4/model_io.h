@@ -11,10 +11,12 @@
 #include "ufp4/drift.h"
 #include "ufp4/model.h"
 #include "ufp4/sample.h"
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 /* The checkpoint folder `dir` (config.json + model.safetensors) as a model for batches of `batch`
  * sequences, its GEMMs under the recipe `recipe_spec` (recipe.h's spelling, e.g. "fp32").
@@ -64,6 +66,7 @@ typedef struct {
 int ufp4_drift_checkpoint(const char *dir, const char *data, const char *const *recipes, int n,
                           long batches, int batch, int backward, ufp4_drift_result *res);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -81,10 +81,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "ufp4/linear.h"
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 /* Probe id of expert e's GEMM kind k (0 gate, 1 up, 2 down); shared expert: e = n_experts.
  * Dense projections keep 0..6. */
@@ -146,6 +148,7 @@ typedef struct {
  * field but n_experts and top_k is 0 or NULL. */
 void ufp4_moe_get_stats(const ufp4_moe *s, ufp4_moe_stats *out);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

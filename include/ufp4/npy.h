@@ -10,10 +10,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 #define UFP4_NPY_MAX_DIMS 8
 
@@ -30,6 +32,7 @@ int ufp4_npy_read(const char *path, ufp4_npy *out);
 int ufp4_npy_write(const char *path, const float *data, const size_t *shape, int ndim);
 void ufp4_npy_free(ufp4_npy *a);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -13,10 +13,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 typedef struct {
   double lr, min_lr;      /* peak and floor of the schedule */
@@ -43,6 +45,7 @@ void ufp4_adamw_step(float *p, const float *g, float *m, float *v, size_t n, con
                      double lr, int t, float gscale, const size_t *seg_start, const uint8_t *seg_decay,
                      int n_segments);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -10,10 +10,12 @@
 #define UFP4_PHILOX_H
 
 #include <stdint.h>
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 /* One Philox4x32-10 block: 10 rounds over `ctr` with key `key`. */
 void ufp4_philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
@@ -26,6 +28,7 @@ void ufp4_philox_quad(uint64_t seed, uint64_t stream, uint64_t quad, uint32_t ou
 float ufp4_philox_uniform(uint64_t seed, uint64_t stream, uint64_t index);
 float ufp4_philox_normal(uint64_t seed, uint64_t stream, uint64_t index);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -47,10 +47,12 @@
 #define UFP4_POWER_H
 
 #include <stddef.h>
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 double ufp4_t_quantile(double p, double df);
 double ufp4_nct_cdf(double t, double df, double ncp);
@@ -72,6 +74,7 @@ typedef struct {
 int ufp4_paired_summarize(const double *d, size_t n, double level, double alpha, double power,
                           ufp4_paired_summary *out);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -45,10 +45,12 @@
 #include <stdint.h>
 #include "ufp4/grid.h"
 #include "ufp4/minifloat.h"
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 typedef enum {
   UFP4_SCALE_FP32 = 0,
@@ -121,6 +123,7 @@ size_t ufp4_packed_bytes(size_t n_codes);
 void ufp4_pack_codes(const uint8_t *codes, size_t n, uint8_t *packed);
 void ufp4_unpack_codes(const uint8_t *packed, size_t n, uint8_t *codes);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

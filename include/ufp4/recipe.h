@@ -37,10 +37,12 @@
 #include <stddef.h>
 #include "ufp4/grid.h"
 #include "ufp4/quant.h"
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 typedef enum { UFP4_FPROP = 0, UFP4_DGRAD, UFP4_WGRAD, UFP4_N_GEMMS } ufp4_gemm_kind;
 
@@ -98,6 +100,7 @@ ufp4_gemm_kind ufp4_operand_gemm(ufp4_operand op);
  * rounding and rht; seed, stream and rht_signs are left for the caller). */
 ufp4_qformat ufp4_recipe_operand_format(const ufp4_recipe *r, ufp4_operand op);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -46,10 +46,12 @@
 
 #include "ufp4/power.h"
 #include "ufp4/stats.h"
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 typedef struct {
   char recipe[512]; /* label; "" = take the "recipe" string of the run's config.json */
@@ -168,6 +170,7 @@ void ufp4_report_print_table(const ufp4_report *r, FILE *f);
 const ufp4_report_pair *ufp4_report_find_pair(const ufp4_report *r, int a, int b, int metric);
 void ufp4_report_free(ufp4_report *r);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

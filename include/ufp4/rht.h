@@ -9,10 +9,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 #define UFP4_RHT_MIN 2
 #define UFP4_RHT_MAX 256
@@ -32,6 +34,7 @@ int ufp4_rht_rows(float *x, size_t rows, size_t cols, int n, const float *signs)
 /* The inverse: x <- x H S. */
 int ufp4_rht_rows_inverse(float *x, size_t rows, size_t cols, int n, const float *signs);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

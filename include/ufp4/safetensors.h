@@ -55,10 +55,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 #define UFP4_ST_MAX_DIMS 8
 #define UFP4_ST_MAX_HEADER ((uint64_t)100000000) /* bytes, as the reference implementation */
@@ -173,6 +175,7 @@ const char *ufp4_st_meta_get(const ufp4_st *st, const char *key);
 int ufp4_st_read_f32(const ufp4_st *st, const char *name, float *dst, const size_t *shape,
                      int ndim);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

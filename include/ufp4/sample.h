@@ -5,10 +5,12 @@
 
 #include <stdint.h>
 #include "ufp4/model.h"
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 typedef struct {
   double temperature; /* 0 = greedy */
@@ -23,6 +25,7 @@ int ufp4_sample_next(const float *logits, int V, const ufp4_sample_opts *o, uint
 int ufp4_generate(ufp4_model *m, const int32_t *prompt, int n_prompt, int n_new, const ufp4_sample_opts *o,
                   int32_t *out, int *n_out);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

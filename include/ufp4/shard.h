@@ -21,10 +21,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 #define UFP4_SHARD_VERSION 1u
 #define UFP4_SHARD_HEADER_BYTES 64u
@@ -67,6 +69,7 @@ int ufp4_shard_read(const ufp4_shard *s, uint64_t start, size_t n, uint32_t *dst
  * UFP4_EFORMAT naming the file and both values otherwise. */
 int ufp4_shard_expect(const ufp4_shard *s, uint32_t tokenizer_id, uint32_t vocab_size, uint64_t tokenizer_hash);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

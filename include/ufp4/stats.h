@@ -31,10 +31,12 @@
 #define UFP4_STATS_H
 
 #include <stddef.h>
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 double ufp4_mean(const double *x, size_t n);
 double ufp4_std(const double *x, size_t n);
@@ -85,6 +87,7 @@ typedef struct {
 
 ufp4_series_gap ufp4_series_gap_tail(const ufp4_series *x, const ufp4_series *base, int window);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -28,10 +28,12 @@
 #define UFP4_STREAM_H
 
 #include <stdint.h>
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 /* Field widths of the packing above. */
 #define UFP4_STREAM_OPERAND_BITS 3
@@ -68,6 +70,7 @@ uint64_t ufp4_stream_value(const ufp4_stream_id *id);
  * A single id checked against itself is checked for fitting its fields. */
 int ufp4_stream_check(const ufp4_stream_id *max);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -28,10 +28,12 @@
 
 #include "ufp4/stats.h"
 #include "ufp4/train.h"
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 enum { UFP4_SWEEP_MAX_SIZES = 16, UFP4_SWEEP_MAX_RECIPES = 16 };
 
@@ -81,6 +83,7 @@ int ufp4_sweep_write(ufp4_sweep_result *res, const char *out_dir);
 /* sweep.md's text. */
 void ufp4_sweep_print(const ufp4_sweep_result *res, FILE *f);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -5,10 +5,12 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 typedef enum {
   UFP4_DIST_GAUSSIAN = 0, /* N(0, 1) */
@@ -35,6 +37,7 @@ int ufp4_synth_dist_parse(const char *name, ufp4_synth_dist *out);
 /* Fills n floats. Returns 0 or UFP4_EINVAL. */
 int ufp4_synth_fill(const ufp4_synth_spec *s, float *x, size_t n);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

@@ -34,10 +34,12 @@
 #include <stdint.h>
 
 #include "ufp4/corpus.h"
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 /* Tokenizer ids as stored in token shards. */
 typedef enum {
@@ -108,6 +110,7 @@ int ufp4_pretokenize(const char *text, size_t len, const char *what,
 int ufp4_bpe_train(const ufp4_corpus *corpus, uint32_t vocab_size, const char *out_dir,
                    uint32_t *out_vocab);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

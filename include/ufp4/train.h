@@ -32,10 +32,12 @@
 #include "ufp4/model.h"
 #include "ufp4/optim.h"
 #include "ufp4/recipe.h"
+#include "ufp4/export.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 /* Fills tokens[B * (T + 1)] with batch number `index` (B windows of T + 1 tokens). Under data
  * parallelism the source gives each rank its own disjoint batch for the same index. */
@@ -134,6 +136,7 @@ int ufp4_train_config_load(const char *path, ufp4_train_config *cfg);
 /* Mean loss over n validation batches (batch i = val_batch(i)). */
 int ufp4_evaluate(ufp4_model *m, ufp4_batch_fn val_batch, void *ctx, int n, int B, int T, double *loss);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif

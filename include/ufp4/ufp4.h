@@ -13,7 +13,6 @@
 #include "ufp4/synth.h"
 #include "ufp4/npy.h"
 #include "ufp4/parallel.h"
-
-#define UFP4_VERSION "0.1.0"
+#include "ufp4/version.h"
 
 #endif

@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!strcmp(name, "version") || !strcmp(name, "--version")) {
-    printf("ufp4 %s commit %s (OpenBLAS kernels: %s)\n", UFP4_VERSION, ufp4_build_commit(), ufp4_blas_core());
+    printf("ufp4 %s commit %s (OpenBLAS kernels: %s)\n", ufp4_version(), ufp4_build_commit(), ufp4_blas_core());
     return 0;
   }
   for (int i = 0; i < n_commands; i++) {
