@@ -43,11 +43,13 @@
 
 #include <stddef.h>
 
+#include "ufp4/export.h"
 #include "ufp4/power.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+UFP4_API_BEGIN
 
 #define UFP4_STUDY_MAX_DEPTHS 8
 #define UFP4_STUDY_MAX_SECONDARY 8
@@ -124,6 +126,7 @@ int ufp4_study_write(const ufp4_study_result *r, const ufp4_study_options *o, in
                      const char *commit, const char *out_dir);
 void ufp4_study_free(ufp4_study_result *r);
 
+UFP4_API_END
 #ifdef __cplusplus
 }
 #endif
