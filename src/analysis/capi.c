@@ -16,6 +16,7 @@
 #include "ufp4/quant.h"
 #include "ufp4/recipe.h"
 #include "ufp4/rht.h"
+#include "ufp4/stream.h"
 
 #define SPEC_MAX 512
 
@@ -167,7 +168,7 @@ int ufp4_capi_encode(const char *spec, const float *x, size_t rows, size_t cols,
     else
       put_f32(scales + 4 * i, q.scales[i]);
   }
-  if (rows * cols) ufp4_pack_codes(q.codes, rows * cols, packed);
+  if (rows && cols) ufp4_pack_codes(q.codes, rows * cols, packed);
   if (tensor_scale) *tensor_scale = q.tensor_scale;
   ufp4_qtensor_free(&q);
   return 0;
@@ -299,6 +300,9 @@ static int linear_open(const char *recipe, const uint64_t *s, size_t n, size_t i
                        .layer = (uint32_t)s[5],
                        .expert = (uint32_t)s[6],
                        .proj = (uint32_t)s[7]};
+  /* The engine checks a stream only where it draws from it (SR); a caller's fields are checked
+   * always, so a wrong one fails under every recipe, not first when SR is turned on. */
+  if ((rc = ufp4_stream_check(&id))) return rc;
   if (L->recipe.rht_signs == UFP4_SIGNS_NVIDIA)
     memcpy(L->signs, ufp4_rht_signs_nvidia16, sizeof ufp4_rht_signs_nvidia16);
   else
