@@ -11,6 +11,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from py_checks import check, expect, finish  # noqa: E402
 from system_python import import_or_skip  # noqa: E402
 
 np = import_or_skip("numpy", "python3-numpy")
@@ -18,13 +19,6 @@ import ufp4  # noqa: E402
 
 CLI = os.environ["UFP4_CLI"]
 TMP = tempfile.mkdtemp(prefix="ufp4_py_")
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAIL:", what)
 
 
 def bits(a):
@@ -205,17 +199,6 @@ def test_grids():
               f"grid {g} per-bin bias (l - r) / 2")
 
 
-def expect(exc, fn, what, contains=None):
-    try:
-        fn()
-    except exc as e:
-        if contains and contains not in str(e):
-            check(False, f"{what}: message '{e}' lacks '{contains}'")
-        return
-    except Exception as e:  # noqa: BLE001
-        check(False, f"{what}: raised {type(e).__name__} {e}, not {exc.__name__}")
-        return
-    check(False, f"{what}: did not raise")
 
 
 def test_bad_arguments():
@@ -246,7 +229,6 @@ def test_bad_arguments():
     check(ufp4.quantize(x, grid="e1m2", block=32, tile2d=False) is not None, "keyword options build the spec")
 
 
-for t in (test_against_cli, test_measures_against_bias, test_numpy_reference, test_rht, test_grids, test_bad_arguments):
-    t()
-print(f"python_numpy: {len(failures)} failures (library {ufp4.library_path})")
-sys.exit(1 if failures else 0)
+print("library:", ufp4.library_path)
+finish("python_numpy", test_against_cli, test_measures_against_bias, test_numpy_reference, test_rht, test_grids,
+       test_bad_arguments)

@@ -10,6 +10,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from py_checks import check, expect, finish  # noqa: E402
 from system_python import import_or_skip  # noqa: E402
 
 np = import_or_skip("numpy", "python3-numpy")
@@ -20,13 +21,6 @@ from torch import nn  # noqa: E402
 
 EVAL = os.environ["UFP4_LINEAR_EVAL"]
 TMP = tempfile.mkdtemp(prefix="ufp4_pyt_")
-failures = []
-
-
-def check(ok, what):
-    if not ok:
-        failures.append(what)
-        print("FAIL:", what)
 
 
 def same(a, b):
@@ -165,14 +159,6 @@ def test_convert():
     check(not any(isinstance(mod, ut.Linear) for mod in m2.modules()), "a failed convert changes nothing")
 
 
-def expect(exc, fn, what, contains):
-    try:
-        fn()
-        check(False, f"{what}: did not raise")
-    except exc as e:
-        check(contains in str(e), f"{what}: message '{e}' lacks '{contains}'")
-
-
 def test_bad_arguments():
     lin = ut.Linear(8, 4)
     expect(TypeError, lambda: lin(torch.randn(2, 8, dtype=torch.float64)), "float64 input", "float32")
@@ -185,7 +171,4 @@ def test_bad_arguments():
     expect(ufp4.UFP4Error, lambda: lin(torch.randn(2, 16)), "layer over the stream field", "layer")
 
 
-for t in (test_linear_equals_c, test_gradcheck_fp32, test_convert, test_bad_arguments):
-    t()
-print(f"python_torch: {len(failures)} failures")
-sys.exit(1 if failures else 0)
+finish("python_torch", test_linear_equals_c, test_gradcheck_fp32, test_convert, test_bad_arguments)
