@@ -229,6 +229,22 @@ def test_bad_arguments():
     check(ufp4.quantize(x, grid="e1m2", block=32, tile2d=False) is not None, "keyword options build the spec")
 
 
+def test_finding_the_library():
+    """UFP4_PREFIX/lib is searched; an explicit UFP4_LIBRARY that does not exist is an error naming it."""
+    prefix = os.path.join(TMP, "prefix")
+    os.makedirs(os.path.join(prefix, "lib"), exist_ok=True)
+    link = os.path.join(prefix, "lib", "libufp4.so")
+    if not os.path.exists(link):
+        os.symlink(ufp4.library_path, link)
+    code = "import ufp4; print(ufp4.library_path)"
+    env = {k: v for k, v in os.environ.items() if k not in ("UFP4_LIBRARY", "UFP4_BINARY_DIR")}
+    p = subprocess.run([sys.executable, "-c", code], env=dict(env, UFP4_PREFIX=prefix), capture_output=True, text=True)
+    check(p.stdout.strip() == link, f"UFP4_PREFIX finds {link}: {p.stdout} {p.stderr}")
+    bad = os.path.join(TMP, "nowhere", "libufp4.so")
+    p = subprocess.run([sys.executable, "-c", code], env=dict(env, UFP4_LIBRARY=bad), capture_output=True, text=True)
+    check(p.returncode != 0 and bad in p.stderr, "a wrong UFP4_LIBRARY fails naming the path")
+
+
 print("library:", ufp4.library_path)
 finish("python_numpy", test_against_cli, test_measures_against_bias, test_numpy_reference, test_rht, test_grids,
-       test_bad_arguments)
+       test_bad_arguments, test_finding_the_library)
