@@ -8,3 +8,6 @@ foreach(t python_numpy python_torch python_example)
   add_test(NAME ${t} COMMAND ${UFP4_SYSTEM_PYTHON3} ${PROJECT_SOURCE_DIR}/tests/test_${t}.py)
   set_tests_properties(${t} PROPERTIES ENVIRONMENT "${UFP4_PY_ENV}" SKIP_RETURN_CODE 77 TIMEOUT 600)
 endforeach()
+# `make install` puts the package at PREFIX/lib/python3/dist-packages/ufp4, two folders below the
+# installed libufp4.so, where python/ufp4/_lib.py looks for it (set PYTHONPATH to that folder).
+install(DIRECTORY python/ufp4 DESTINATION lib/python3/dist-packages PATTERN __pycache__ EXCLUDE)

@@ -6,6 +6,7 @@ levels; on random and hard tensors (ties, zeros, denormals, huge values, NaN and
 Bad arguments raise before C, and C's errors arrive as UFP4Error with the C message."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -242,6 +243,11 @@ def test_finding_the_library():
     env = {k: v for k, v in os.environ.items() if k not in ("UFP4_LIBRARY", "UFP4_BINARY_DIR")}
     p = subprocess.run([sys.executable, "-c", code], env=dict(env, UFP4_PREFIX=prefix), capture_output=True, text=True)
     check(p.stdout.strip() == link, f"UFP4_PREFIX finds {link}: {p.stdout} {p.stderr}")
+    site = os.path.join(prefix, "lib", "python3", "dist-packages")  # where `make install` puts the package
+    if not os.path.isdir(os.path.join(site, "ufp4")):
+        shutil.copytree(os.path.dirname(ufp4.__file__), os.path.join(site, "ufp4"))
+    p = subprocess.run([sys.executable, "-c", code], env=dict(env, PYTHONPATH=site), capture_output=True, text=True)
+    check(p.stdout.strip() == link, f"an installed package finds PREFIX/lib/libufp4.so: {p.stdout} {p.stderr}")
     bad = os.path.join(TMP, "nowhere", "libufp4.so")
     p = subprocess.run([sys.executable, "-c", code], env=dict(env, UFP4_LIBRARY=bad), capture_output=True, text=True)
     check(p.returncode != 0 and bad in p.stderr, "a wrong UFP4_LIBRARY fails naming the path")
