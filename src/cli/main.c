@@ -30,6 +30,7 @@ static const command commands[] = {
     {"sweep", ufp4_cmd_sweep, "scaling study: sizes x recipes, power-law fits, FP4-to-BF16 gap vs compute", 1},
     {"drift", ufp4_cmd_drift, "forward drift through depth of a checkpoint under each recipe", 0},
     {"report", ufp4_cmd_report, "rebuild a comparison report from finished run folders", 0},
+    {"golden", ufp4_cmd_golden, "write the parity kit: test vectors for checking another quantizer", 0},
 };
 enum { n_commands = sizeof commands / sizeof commands[0] };
 
