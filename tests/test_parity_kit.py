@@ -78,14 +78,27 @@ def regenerate(tmp):
 
 
 def quantize_args(tmp, kit, man):
-    """Each format's quantize_args, given to `ufp4 quantize`, reproduce its dequant.npy."""
+    """Each format's quantize_args, given to `ufp4 quantize`, reproduce its dequant.npy, and the
+    packed file's scales and codes (after its 80-byte header) are scales.bin and codes.bin."""
     for f in man["formats"]:
-        out = os.path.join(tmp, "q.npy")
-        args = [UFP4, "quantize", "--in", os.path.join(kit, "inputs", "outliers.npy"), "--out", out]
+        out, packed = os.path.join(tmp, "q.npy"), os.path.join(tmp, "q.ufp4")
+        args = [UFP4, "quantize", "--in", os.path.join(kit, "inputs", "outliers.npy"), "--out", out,
+                "--packed", packed]
         r = subprocess.run(args + f["quantize_args"].split(), capture_output=True, text=True)
-        ref = open(os.path.join(kit, "cases", f["name"], "outliers", "dequant.npy"), "rb").read()
+        case = os.path.join(kit, "cases", f["name"], "outliers")
+        ref = open(os.path.join(case, "dequant.npy"), "rb").read()
         check(r.returncode == 0 and open(out, "rb").read() == ref,
               f"{f['name']}: ufp4 quantize {f['quantize_args']} does not reproduce dequant.npy {r.stderr}")
+        stored = open(os.path.join(case, "scales.bin"), "rb").read() + open(os.path.join(case, "codes.bin"), "rb").read()
+        check(r.returncode == 0 and open(packed, "rb").read()[80:] == stored,
+              f"{f['name']}: the packed file's scales and codes differ from scales.bin + codes.bin")
+
+
+def usage_errors(tmp):
+    for args, want in ((["golden"], "--out DIR is required"), (["golden", "--out"], "--out"),
+                       (["golden", "--out", os.path.join(tmp, "x"), "--bogus"], "unknown option")):
+        r = subprocess.run([UFP4] + args, capture_output=True, text=True)
+        check(r.returncode == 2 and want in r.stderr, f"ufp4 {' '.join(args)}: exit {r.returncode} {r.stderr}")
 
 
 def rehash(kit, man, rel):
@@ -215,6 +228,7 @@ def main():
         kit, man = regenerate(tmp)
         checker_cases(tmp, kit, man)
         quantize_args(tmp, kit, man)
+        usage_errors(tmp)
         doc_has_checker()
         ties(kit)
         scale_codes(kit)
