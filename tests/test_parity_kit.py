@@ -71,6 +71,9 @@ def regenerate(tmp):
     man = json.loads(ta["manifest.json"])
     check(sorted(man["files"]) == sorted(p for p in ta if p != "manifest.json"),
           "manifest.json does not list exactly the kit's files")
+    nan_bits = {int(v) for p in ta if p.endswith(".npy")
+                for v in np.load(os.path.join(a, p)).view(np.uint32).ravel() if (v & 0x7FFFFFFF) > 0x7F800000}
+    check(nan_bits <= {0x7FC00000}, f"NaNs other than 0x7fc00000 (CPU-dependent): {sorted(map(hex, nan_bits))}")
     check(man["kit_version"] >= 1 and man["ufp4_version"] and man["ufp4_commit"], "manifest lacks versions")
     r = subprocess.run([UFP4, "golden", "--out", a], capture_output=True, text=True)
     check(r.returncode == 1 and "exists" in r.stderr, "golden over an existing kit must fail")

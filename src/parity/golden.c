@@ -3,6 +3,7 @@
  * place after it, so a kit folder that exists is complete. */
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,6 +147,10 @@ static int put_case_data(kit *k, const char *dir, const golden_case *gc, const u
   if (!rc && gc->fmt.rht) { /* what the quantizer saw, for checking a rotation on its own */
     memcpy(y, gc->x, n * sizeof *y);
     rc = ufp4_rht_rows(y, rows, cols, gc->fmt.rht, gc->fmt.rht_signs);
+    /* A NaN's sign and payload after Inf - Inf are the CPU's (x86 sets the sign, Arm does not);
+     * one NaN keeps the kit the same bytes on every machine. */
+    for (size_t i = 0; i < n; i++)
+      if (isnan(y[i])) y[i] = NAN;
     snprintf(rel, sizeof rel, "%s/rotated.npy", dir);
     if (!rc) rc = put_npy(k, rel, y, rows, cols);
   }
