@@ -8,7 +8,9 @@
   - each format's quantize_args reproduce its dequant.npy through `ufp4 quantize`;
   - independent references: the tie inputs against the tie rules applied by hand (RNE to the even
     level, RNA away from zero, RNZ toward it) and the stored E4M3 / E8M0 scale codes of the
-    boundary input against the scale rules written out here from their definitions.
+    boundary input against the scale rules written out here from their definitions; and every case
+    of the kit against a numpy quantizer written here from docs/NUMERICS.md (FP32, NVFP4 and the
+    four E8M0 scales, RNE/RNA/RNZ, and SR with its own Philox4x32-10), bit for bit.
 
 Usage: test_parity_kit.py PATH/ufp4. Exit 77 (skip) without numpy, 1 under CI."""
 import hashlib
@@ -178,10 +180,12 @@ def ties(kit):
         check(len(bad) == 0, f"{fmt}/{inp}: {len(bad)} ties differ from {rule}, first at {bad[:1].tolist()}")
 
 
+E4M3_VALUES = [((b >> 3 > 0) + (b & 7) / 8) * 2.0 ** (max(b >> 3, 1) - 7) for b in range(127)]
+
+
 def e4m3_rne(v):
     """Nearest E4M3 code to v >= 0 (ties to the even code), saturating at 448."""
-    vals = [((b >> 3 > 0) + (b & 7) / 8) * 2.0 ** (max(b >> 3, 1) - 7) for b in range(127)]
-    best = min(range(127), key=lambda b: (abs(vals[b] - v), b % 2))
+    best = min(range(127), key=lambda b: (abs(E4M3_VALUES[b] - v), b % 2))
     return best
 
 
@@ -225,6 +229,99 @@ def scale_codes(kit):
         check(list(got) == ref, f"e8m0-{rule} boundary codes {list(got)} != {ref}")
 
 
+F32 = np.float32
+FLT_MAX = np.finfo(np.float32).max
+
+
+def philox_u32(seed, stream, idx):
+    """Philox4x32-10 (Salmon et al. SC'11) word idx % 4 of counter {idx/4, stream}, key seed."""
+    m, q = 0xFFFFFFFF, idx.astype(np.uint64) >> np.uint64(2)
+    c = [q & np.uint64(m), q >> np.uint64(32), np.full_like(q, stream & m), np.full_like(q, stream >> 32)]
+    k0, k1 = seed & m, seed >> 32
+    for _ in range(10):
+        p0, p1 = np.uint64(0xD2511F53) * c[0], np.uint64(0xCD9E8D57) * c[2]
+        c = [(p1 >> np.uint64(32)) ^ c[1] ^ np.uint64(k0), p1 & np.uint64(m),
+             (p0 >> np.uint64(32)) ^ c[3] ^ np.uint64(k1), p0 & np.uint64(m)]
+        k0, k1 = (k0 + 0x9E3779B9) & m, (k1 + 0xBB67AE85) & m
+    return np.choose((idx & 3).astype(np.int64), c)
+
+
+def round_grid(t, lv, rule, u):
+    """Value of t (float32 array) on the grid lv: nearest with the tie rule, or SR from the bits u;
+    saturating at g_max; the sign kept (so -0 for small negatives), int4 has no -0."""
+    a = np.abs(t).astype(np.float64)
+    lv = np.array(lv, np.float64)
+    i = np.clip(np.searchsorted(lv, a, side="right") - 1, 0, len(lv) - 1)  # lv[i] <= a
+    lo, hi = lv[i], lv[np.minimum(i + 1, len(lv) - 1)]
+    if rule in ("sr", "sr8"):
+        p = np.where(hi > lo, (a - lo) / np.where(hi > lo, hi - lo, 1), 0)
+        up = u < p * 2.0**32 if rule == "sr" else (u >> 24) < np.floor(p * 256)
+    else:
+        mid = (lo + hi) / 2
+        tie = {"rne": (i + 1) % 2 == 0, "rna": True, "rnz": False}[rule]
+        up = (a > mid) | ((a == mid) & tie)
+    q = np.where(a >= lv[-1], lv[-1], np.where(up, hi, lo))
+    return np.copysign(q, t).astype(F32)
+
+
+def numpy_quantize(x, f, grid):
+    """The case's dequantized tensor, computed from docs/NUMERICS.md's rules alone."""
+    lv, g_max = LEVELS[grid], F32(LEVELS[grid][-1])
+    rows, cols = x.shape
+    bh, bw = (16, 16) if f["tile2d"] else (1, f["block"])
+    u = philox_u32(f["seed"], f["stream"], np.arange(x.size, dtype=np.uint64)).reshape(x.shape)
+    finite = np.abs(x[np.isfinite(x)])
+    amax_t = finite.max() if finite.size else F32(0)
+    with np.errstate(all="ignore"):
+        s_enc = F32(448) * g_max / amax_t
+    s_enc = F32(1) if amax_t == 0 or not np.isfinite(s_enc) else s_enc
+    y = np.zeros_like(x)
+    for r0 in range(0, rows, bh):
+        for c0 in range(0, cols, bw):
+            b = x[r0:r0 + bh, c0:c0 + bw]
+            amax = np.abs(b).max()
+            with np.errstate(all="ignore"):
+                if not np.isfinite(b).all():
+                    y[r0:r0 + bh, c0:c0 + bw] = np.nan
+                    continue
+                if f["scale"] == "fp32":
+                    s = amax / g_max
+                    t = b / s
+                elif f["scale"] == "nvfp4":
+                    d = F32(E4M3_VALUES[e4m3_rne(float(F32(amax * s_enc) / g_max))])
+                    s = d / s_enc
+                    enc = F32(1) / s
+                    t = b / s if np.isinf(enc) else b * enc
+                else:
+                    code = e8m0(float(amax), f["scale"][5:], float(g_max), {"e2m1": 2, "e1m2": 0, "int4": 2}[grid],
+                                {"e2m1": 1, "e1m2": 2, "int4": 2}[grid])
+                    s = F32(2.0 ** (code - 127))
+                    t = b * F32(2.0 ** (127 - code))
+                if s == 0 or amax == 0:
+                    y[r0:r0 + bh, c0:c0 + bw] = 0
+                    continue
+                v = round_grid(t, lv, f["round"], u[r0:r0 + bh, c0:c0 + bw]) * s
+            y[r0:r0 + bh, c0:c0 + bw] = np.where(np.isinf(v), np.copysign(FLT_MAX, v), v)
+    if grid == "int4":
+        y = np.where(y == 0, F32(0), y)  # two's complement: no -0
+    return y.astype(F32)
+
+
+def numpy_reference(kit, man):
+    """Every case against numpy_quantize on the tensor the quantizer saw (rotated.npy under RHT)."""
+    fmts = {f["name"]: f for f in man["formats"]}
+    n = 0
+    for c in man["cases"]:
+        f, d = fmts[c["format"]], os.path.join(kit, c["dir"])
+        x = np.load(os.path.join(d, "rotated.npy") if f["rht"] else os.path.join(kit, "inputs", c["input"] + ".npy"))
+        y, ref = numpy_quantize(x, f, f["grid"]), np.load(os.path.join(d, "dequant.npy"))
+        same = (y.view(np.uint32) == ref.view(np.uint32)) | (np.isnan(y) & np.isnan(ref))
+        check(same.all(), f"{c['dir']}: {(~same).sum()} elements differ from the numpy reference, "
+                          f"first at {np.argwhere(~same)[:1].tolist()}")
+        n += 1
+    check(n == len(man["cases"]) and n > 100, "numpy reference: cases missing")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="ufp4_parity_")
     try:
@@ -235,6 +332,7 @@ def main():
         doc_has_checker()
         ties(kit)
         scale_codes(kit)
+        numpy_reference(kit, man)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"parity kit: {len(failures)} failure(s)")
