@@ -214,7 +214,7 @@ static cJSON *format_json(const ufp4_golden_format *gf, const float *signs) {
   return j;
 }
 
-/* Every case of one format; `fj` receives the format's manifest entry. */
+/* Every case of one format, after its entry in `formats`. */
 static int put_format(kit *k, const ufp4_golden_format *gf, float *const *xs, cJSON *formats, cJSON *cases) {
   float signs[UFP4_RHT_MAX];
   golden_case gc = {gf, gf->fmt, NULL, NULL};
