@@ -75,12 +75,13 @@ valgrind: test-deps build data
 reliability: sanitize fuzz valgrind
 
 # Portability (scripts/portable.sh): the build without the x86 kernels must pass the format, quant,
-# RHT and linear tests. By default cross-compiled for aarch64 and run under qemu-user (its packages
-# from scripts/setup.sh --portable); PORTABLE=native builds -DUFP4_SIMD=OFF for this machine.
+# RHT and linear tests, and write the parity kit byte for byte as $(BUILD)/ufp4 does (when built). By
+# default cross-compiled for aarch64 and run under qemu-user (its packages from scripts/setup.sh
+# --portable); PORTABLE=native builds -DUFP4_SIMD=OFF for this machine.
 PORTABLE ?= cross
 portable: deps
 	@[ "$(PORTABLE)" = native ] || scripts/setup.sh --portable
-	@PORTABLE=$(PORTABLE) JOBS=$(JOBS) scripts/portable.sh
+	@PORTABLE=$(PORTABLE) JOBS=$(JOBS) PORTABLE_HOST_UFP4=$(BUILD)/ufp4 scripts/portable.sh
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) build-fuzz build-aarch64 build-scalar

@@ -14,7 +14,8 @@ if(UFP4_FUZZ)
                              PRIVATE ${PROJECT_SOURCE_DIR}/src ${UFP4_GENERATED_DIR})
   add_dependencies(ufp4fuzzlib ufp4_build_commit) # core/build_info.c includes the generated header
   target_compile_options(ufp4fuzzlib PRIVATE -fsanitize=fuzzer-no-link ${UFP4_FUZZ_SAN})
-  target_link_libraries(ufp4fuzzlib PUBLIC OpenMP::OpenMP_C PkgConfig::CJSON PkgConfig::OPENBLAS m)
+  target_link_libraries(ufp4fuzzlib PUBLIC OpenMP::OpenMP_C PkgConfig::CJSON PkgConfig::OPENBLAS
+                        PkgConfig::LIBCRYPTO m)
   if(UFP4_X86)
     target_compile_definitions(ufp4fuzzlib PRIVATE UFP4_HAVE_X86=1)
   endif()

@@ -25,6 +25,7 @@ PUBLIC = {
     "io": "npy safetensors",
     "data": "tokenizer corpus shard loader",
     "dist": "dist",
+    "parity": "golden",
     "training": "train checkpoint data_source sample optim model_io",
     "report": "report plot compare sweep study ufp4",
 }

@@ -6,6 +6,7 @@
 # packages that scripts/setup.sh --portable installs), its tests run under qemu-user: a build for a
 # CPU with no x86 kernels at all, so an AVX2 symbol or an x86-only assumption cannot hide.
 # PORTABLE=native instead builds for this machine with -DUFP4_SIMD=OFF (no cross tools needed).
+# It then writes the parity kit with that build and compares it with the host build's.
 # Exits non-zero when the build or any of the tests fails; a missing tool is a failure too.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -40,6 +41,22 @@ case "$mode" in
     exit 2
     ;;
 esac
-cmake --build "$build" -j "$jobs" --target "${tests[@]}"
+cmake --build "$build" -j "$jobs" --target "${tests[@]}" ufp4
 regex=$(IFS='|'; echo "^(${tests[*]})\$")
-cd "$build" && ctest -R "$regex" --no-tests=error --output-on-failure -j "$jobs"
+(cd "$build" && ctest -R "$regex" --no-tests=error --output-on-failure -j "$jobs")
+
+# The parity kit (docs/PARITY.md) must be the same bytes on this build as on the host's: every
+# file but the manifest (whose commit may differ) against a kit from $PORTABLE_HOST_UFP4 (default
+# build/ufp4, when it exists), then scripts/parity_check.py when numpy is there.
+kits=$(mktemp -d)
+trap 'rm -rf "$kits"' EXIT
+run=()
+[ "$mode" = cross ] && run=(qemu-aarch64 -L /usr/aarch64-linux-gnu)
+OMP_NUM_THREADS=1 "${run[@]}" "$build/ufp4" golden --out "$kits/target" # one thread: qemu's spin-waits
+host=${PORTABLE_HOST_UFP4:-build/ufp4}
+if [ -x "$host" ]; then
+  "$host" golden --out "$kits/host"
+  diff -r -x manifest.json "$kits/host" "$kits/target"
+  echo "portable: the parity kit matches the host's ($host) byte for byte"
+fi
+if /usr/bin/python3 -c "import numpy" 2>/dev/null; then /usr/bin/python3 scripts/parity_check.py "$kits/target"; fi

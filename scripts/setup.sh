@@ -5,12 +5,12 @@
 # `setup.sh --portable` adds the aarch64 cross compiler, qemu-user and the arm64 (multiarch) -dev
 # packages of the libraries, for make portable (scripts/portable.sh).
 set -euo pipefail
-packages=(build-essential cmake pkg-config libcmocka-dev libcjson-dev libopenblas-openmp-dev
+packages=(build-essential cmake pkg-config libcmocka-dev libcjson-dev libopenblas-openmp-dev libssl-dev
           gnuplot-nox bible-kjv bible-kjv-text libopenmpi-dev openmpi-bin)
 # The reliability checks (make reliability) need clang with libFuzzer, clang's OpenMP and valgrind.
 [ "${1:-}" = "--test" ] && packages+=(python3-numpy python3-scipy python3-torch clang libclang-rt-14-dev libomp-dev valgrind)
 [ "${1:-}" = "--portable" ] && packages+=(gcc-aarch64-linux-gnu qemu-user libcmocka-dev:arm64
-                                          libcjson-dev:arm64 libopenblas-openmp-dev:arm64)
+                                          libcjson-dev:arm64 libopenblas-openmp-dev:arm64 libssl-dev:arm64)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -19,6 +19,7 @@ def fake_tree(d, files):
                         "ufp4_layer(quant DEPS transforms formats core)", "ufp4_layer(linear DEPS quant core)",
                         "ufp4_layer(model DEPS linear core)", "ufp4_layer(analysis DEPS model core)",
                         "ufp4_layer(io DEPS core)", "ufp4_layer(data DEPS core)", "ufp4_layer(dist DEPS core)",
+                        "ufp4_layer(parity DEPS analysis io core)",
                         "ufp4_layer(training DEPS analysis core)", "ufp4_layer(report DEPS training core)"])
     open(os.path.join(d, "CMakeLists.txt"), "w").write(layers + "\n")
     os.makedirs(os.path.join(d, "include/ufp4"))

@@ -17,5 +17,6 @@ int ufp4_cmd_report(int argc, char **argv);
 int ufp4_cmd_drift(int argc, char **argv);
 int ufp4_cmd_sweep(int argc, char **argv);
 int ufp4_cmd_study(int argc, char **argv);
+int ufp4_cmd_golden(int argc, char **argv);
 
 #endif

@@ -31,6 +31,7 @@ static const command commands[] = {
     {"drift", ufp4_cmd_drift, "forward drift through depth of a checkpoint under each recipe", 0},
     {"study", ufp4_cmd_study, "the depth study's registered analysis: H1-H3 with Holm, settledness, stage 2", 0},
     {"report", ufp4_cmd_report, "rebuild a comparison report from finished run folders", 0},
+    {"golden", ufp4_cmd_golden, "write the parity kit: test vectors for checking another quantizer", 0},
 };
 enum { n_commands = sizeof commands / sizeof commands[0] };
 
