@@ -25,7 +25,7 @@ PUBLIC = {
     "io": "npy safetensors",
     "data": "tokenizer corpus shard loader",
     "dist": "dist",
-    "training": "train checkpoint data_source sample optim model_io",
+    "training": "train checkpoint data_source sample optim model_io export_hf",
     "report": "report plot compare sweep ufp4",
 }
 
