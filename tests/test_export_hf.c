@@ -168,6 +168,7 @@ static void test_recipe_exact(void **state) {
   round_trip(UFP4_HF_NVFP4, &o, fmt_of(UFP4_SCALE_NVFP4, 16, 16), "nvfp4_tiles", &res);
   assert_int_equal(res.exact, 1);
   assert_string_equal(res.qformat, "e2m1,nvfp4,16x16,rne");
+  fprintf(stderr, "nvfp4 recipe -> hf-nvfp4: conversion SQNR %.1f dB\n", res.conversion_sqnr_db);
   assert_true(res.conversion_sqnr_db > 120);
   o.recipe = "mxfp4";
   round_trip(UFP4_HF_MXFP4, &o, fmt_of(UFP4_SCALE_E8M0_FLOOR, 32, 0), "mxfp4_recipe", &res);

@@ -72,8 +72,10 @@ typedef struct {
   int exact;
   /* 10 log10(sum W^2 / sum (W - Wx)^2) over the 4-bit tensors, Wx the exported weights decoded
    * as the engine does: against the fp32 master weights, and against the weights the recipe's
-   * forward used (INFINITY when exact; NAN without a recipe, or when that recipe rotates the
-   * weights with an RHT whose signs the checkpoint does not record). */
+   * forward used (NAN without a recipe, or when that recipe rotates the weights with an RHT whose
+   * signs the checkpoint does not record). An exact MXFP4 export gives INFINITY; an exact NVFP4
+   * one a finite value above 120 dB, because the engine's block scale float(d) * weight_scale_2
+   * can differ in the last bit from ufp4's d / S_enc (docs/EXPORT_HF.md). */
   double sqnr_db;
   double conversion_sqnr_db;
 } ufp4_hf_export_result;
