@@ -264,6 +264,50 @@ static void test_exclude(void **state) {
   ufp4_model_free(m2);
 }
 
+/* An MoE model (Qwen2-MoE layout, a shared expert): every expert's projections are 4-bit under
+ * their own names, routers and the shared-expert gate stay fp32 by default; loading back gives
+ * ufp4_dequantize's weights (MXFP4 decodes exactly) and the originals elsewhere. */
+static void test_moe(void **state) {
+  (void)state;
+  ufp4_model_config c = ckpt_tiny_config(2, D, T, VOCAB);
+  c.moe_experts = 4;
+  c.moe_top_k = 2;
+  c.moe_ffn = 32;
+  c.moe_shared_ffn = 32;
+  ufp4_model_config_resolve(&c);
+  ufp4_model *m;
+  assert_int_equal(ufp4_model_create(&m, &c, 1), 0);
+  ufp4_model_init(m, 5);
+  char out[512];
+  snprintf(out, sizeof out, "%s/moe_mx", work);
+  ufp4_hf_export_result res;
+  int rc = ufp4_export_hf_model(m, UFP4_HF_MXFP4, out, NULL, &res);
+  if (rc) fprintf(stderr, "%s\n", ufp4_last_error());
+  assert_int_equal(rc, 0);
+  /* per layer: q k v o, 4 experts x 3, shared expert x 3 */
+  assert_int_equal(res.n_quantized, 2 * (4 + 12 + 3));
+  ufp4_model *back = load(out);
+  const ufp4_qformat f = fmt_of(UFP4_SCALE_E8M0_FLOOR, 32, 0);
+  for (int i = 0; i < ufp4_model_tensor_count(&c); i++) {
+    ufp4_tensor_info t;
+    ufp4_model_tensor(&c, i, &t);
+    const float *w = ufp4_model_params(m) + t.offset, *got = ufp4_model_params(back) + t.offset;
+    if (t.ndim == 2 && strstr(t.name, "_proj.")) {
+      ufp4_qtensor q;
+      float *want = malloc(sizeof(float) * t.count);
+      assert_int_equal(ufp4_quantize(&f, w, t.shape[0], t.shape[1], &q), 0);
+      ufp4_dequantize(&q, want);
+      assert_memory_equal(got, want, t.count * sizeof(float));
+      ufp4_qtensor_free(&q);
+      free(want);
+    } else {
+      assert_memory_equal(got, w, t.count * sizeof(float));
+    }
+  }
+  ufp4_model_free(back);
+  ufp4_model_free(m);
+}
+
 /* The reader in Python decodes each export from the layout alone and compares with the reference
  * checkpoints written by the round trips (run after them: cmocka keeps the order). */
 static void test_python_reader(void **state) {
@@ -371,7 +415,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_nvfp4_round_trip),  cmocka_unit_test(test_mxfp4_round_trip),
       cmocka_unit_test(test_recipe_exact),      cmocka_unit_test(test_recipe_conversion),
-      cmocka_unit_test(test_exclude),           cmocka_unit_test(test_python_reader),
+      cmocka_unit_test(test_exclude),           cmocka_unit_test(test_moe),
+      cmocka_unit_test(test_python_reader),
       cmocka_unit_test(test_cli_eval),          cmocka_unit_test(test_malformed),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
