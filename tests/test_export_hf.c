@@ -324,7 +324,7 @@ static void test_python_reader(void **state) {
   }
 }
 
-/* `ufp4 eval` on an export prints the loss of the reference checkpoint. */
+/* `ufp4 eval` and `ufp4 sample` on an export print what they print for the reference checkpoint. */
 static void test_cli_eval(void **state) {
   (void)state;
   const char *cli = getenv("UFP4_CLI");
@@ -336,6 +336,12 @@ static void test_cli_eval(void **state) {
     assert_int_equal(cli_run(b, sizeof b, "%s eval --checkpoint %s/%s.ref --data %s --batches 4 --batch 2", cli, work, names[i], shard), 0);
     assert_non_null(strstr(a, "loss "));
     assert_string_equal(strstr(a, "loss "), strstr(b, "loss "));
+    /* `ufp4 sample` too: greedy text of the export is that of the reference. */
+    const char *sample = "%s sample --checkpoint %s/%s%s --tokenizer bytes --prompt 'ab' --tokens 12 --temperature 0";
+    assert_int_equal(cli_run(a, sizeof a, sample, cli, work, names[i], ""), 0);
+    assert_int_equal(cli_run(b, sizeof b, sample, cli, work, names[i], ".ref"), 0);
+    assert_true(strlen(a) >= 2);
+    assert_string_equal(a, b);
   }
 }
 
