@@ -93,7 +93,18 @@ def decode_mxfp4(t, name):
     return (vals * scale[:, :, None]).reshape(rows, nb * 32)
 
 
+def self_check():
+    """The decoders against textbook values (OCP MX v1.0 table 5; OCP FP8 E4M3: 0x38 = 1, 0x76 =
+    1.75 * 2^7 = 224, 0x7E = 448 the largest, 0x01 = 2^-9 the smallest subnormal, 0x7F NaN)."""
+    assert list(e2m1(np.arange(16))) == [0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6]
+    v = e4m3(np.array([0x38, 0x76, 0x7E, 0x01, 0x08, 0xB8, 0x00], dtype=np.uint8))
+    assert list(v) == [1.0, 224.0, 448.0, 2.0 ** -9, 2.0 ** -6, -1.0, 0.0], v
+    assert np.isnan(e4m3(np.array([0x7F, 0xFF], dtype=np.uint8))).all()
+    assert list(unpack(np.array([[0xB7]], dtype=np.uint8), 2)[0]) == [0x7, 0xB]
+
+
 def main():
+    self_check()
     export, ref = sys.argv[1], sys.argv[2]
     config = json.load(open(os.path.join(export, "config.json")))
     qc = config["quantization_config"]

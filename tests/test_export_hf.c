@@ -322,6 +322,12 @@ static void test_python_reader(void **state) {
     if (rc == 77) skip();
     assert_int_equal(rc, 0);
   }
+  /* The reader does tell files apart: the 1x16 NVFP4 export is not the 16x16-tile reference. */
+  int rc = cli_run(out, sizeof out, "/usr/bin/python3 %s/tests/export_hf_reader.py %s/nvfp4 %s/nvfp4_tiles.ref",
+                   src ? src : ".", work, work);
+  fprintf(stderr, "%s", out);
+  assert_int_equal(rc, 1);
+  assert_non_null(strstr(out, "MISMATCH model.layers.0.self_attn.q_proj.weight"));
 }
 
 /* `ufp4 eval` and `ufp4 sample` on an export print what they print for the reference checkpoint. */
