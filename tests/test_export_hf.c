@@ -264,6 +264,72 @@ static void test_exclude(void **state) {
   ufp4_model_free(m2);
 }
 
+static const float *param(ufp4_model *m, const char *name) {
+  const ufp4_model_config *c = ufp4_model_get_config(m);
+  for (int i = 0; i < ufp4_model_tensor_count(c); i++) {
+    ufp4_tensor_info t;
+    ufp4_model_tensor(c, i, &t);
+    if (!strcmp(t.name, name)) return ufp4_model_params(m) + t.offset;
+  }
+  fail_msg("no tensor %s", name);
+  return NULL;
+}
+
+static float file_scalar(const ufp4_st *st, const char *name) {
+  const ufp4_st_info *t = ufp4_st_find(st, name);
+  assert_non_null(t);
+  assert_int_equal(t->dtype, UFP4_ST_F32);
+  assert_int_equal(t->ndim, 0);
+  float v;
+  memcpy(&v, t->data, sizeof v);
+  return v;
+}
+
+/* Calibrated input_scale: the first block's q, k and v read RMSNorm(embedding) of the tokens, whose
+ * amax is computed here by hand from the shard's ids; every projection gets a measured value. */
+static void test_calibration(void **state) {
+  (void)state;
+  enum { CB = 2, CBATCHES = 2 };
+  char out[512], path[600];
+  snprintf(out, sizeof out, "%s/nvfp4_cal", work);
+  ufp4_hf_export_opts o = {.calib_data = shard, .calib_batches = CBATCHES, .calib_batch = CB};
+  ufp4_hf_export_result res;
+  int rc = ufp4_export_hf(ckpt, UFP4_HF_NVFP4, out, &o, &res);
+  if (rc) fprintf(stderr, "%s\n", ufp4_last_error());
+  assert_int_equal(rc, 0);
+  assert_int_equal(res.n_calibrated, 7 * L);
+  ufp4_model *m = load(ckpt);
+  const ufp4_model_config *c = ufp4_model_get_config(m);
+  const float *emb = param(m, "model.embed_tokens.weight"), *g = param(m, "model.layers.0.input_layernorm.weight");
+  double amax = 0;
+  for (int w = 0; w < CB * CBATCHES; w++)
+    for (int p = 0; p < T; p++) {
+      const int id = (int)(((size_t)w * (T + 1) + (size_t)p) * 37 + 11) % VOCAB;
+      double ss = 0;
+      for (int k = 0; k < D; k++) ss += (double)emb[id * D + k] * emb[id * D + k];
+      const double inv = 1.0 / sqrt(ss / D + c->rms_eps);
+      for (int k = 0; k < D; k++) amax = fmax(amax, fabs(emb[id * D + k] * inv * g[k]));
+    }
+  ufp4_model_free(m);
+  snprintf(path, sizeof path, "%s/model.safetensors", out);
+  ufp4_st *st;
+  assert_int_equal(ufp4_st_open(path, &st), 0);
+  const float q = file_scalar(st, "model.layers.0.self_attn.q_proj.input_scale");
+  fprintf(stderr, "calibrated layer-0 q input_scale %.9g = amax %.9g / 2688 (by hand %.9g)\n", q, q * 2688.0, amax);
+  assert_true(fabs(q * 2688.0 - amax) <= 1e-5 * amax);
+  assert_true(q == file_scalar(st, "model.layers.0.self_attn.k_proj.input_scale"));
+  assert_true(q == file_scalar(st, "model.layers.0.self_attn.v_proj.input_scale"));
+  static const char *const mods[] = {"self_attn.o_proj", "mlp.gate_proj", "mlp.down_proj"};
+  for (int l = 0; l < L; l++)
+    for (int i = 0; i < 3; i++) {
+      char name[128];
+      snprintf(name, sizeof name, "model.layers.%d.%s.input_scale", l, mods[i]);
+      const float v = file_scalar(st, name);
+      assert_true(v > 0 && v < 0.5f && v != q);
+    }
+  ufp4_st_close(st);
+}
+
 /* An MoE model (Qwen2-MoE layout, a shared expert): every expert's projections are 4-bit under
  * their own names, routers and the shared-expert gate stay fp32 by default; loading back gives
  * ufp4_dequantize's weights (MXFP4 decodes exactly) and the originals elsewhere. */
@@ -427,7 +493,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_nvfp4_round_trip),  cmocka_unit_test(test_mxfp4_round_trip),
       cmocka_unit_test(test_recipe_exact),      cmocka_unit_test(test_recipe_conversion),
-      cmocka_unit_test(test_exclude),           cmocka_unit_test(test_moe),
+      cmocka_unit_test(test_exclude),           cmocka_unit_test(test_calibration),
+      cmocka_unit_test(test_moe),
       cmocka_unit_test(test_python_reader),
       cmocka_unit_test(test_cli_eval),          cmocka_unit_test(test_malformed),
   };

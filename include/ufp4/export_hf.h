@@ -58,14 +58,22 @@ typedef struct {
    * v1.0, ufp4's mxfp4 recipe); UFP4_SCALE_E8M0_RCEIL is the round-up rule of the triton_kernels
    * quantizer that transformers' Mxfp4HfQuantizer calls. */
   int mx_scale;
-  /* hf-nvfp4's input_scale: 0 writes 1.0 (see docs/EXPORT_HF.md: ufp4 has no calibrated
-   * activation amax; 1.0 stands for an amax of 6 * 448 = 2688). */
+  /* hf-nvfp4's input_scale (ModelOpt: amax of the projection's input / (6 * 448)). With calib_data
+   * (ufp4_export_hf only: a validation shard as ufp4_val_source_open takes it), each projection's
+   * input amax is measured over the first calib_batches batches of calib_batch windows (0: 8 and 4)
+   * in a forward under the recipe (or "nvfp4" when it has no 4-bit forward), with no block kept in
+   * fp32; input_scale = amax / 2688 in fp32. Otherwise, and for a projection whose input is all
+   * zeros, input_scale (0: 1.0, which stands for an amax of 2688; docs/EXPORT_HF.md). */
   float input_scale;
+  const char *calib_data;
+  long calib_batches;
+  int calib_batch;
 } ufp4_hf_export_opts;
 
 typedef struct {
   int n_quantized;    /* tensors written in 4 bits */
   int n_kept;         /* 2-D tensors kept in fp32 by the exclude patterns */
+  int n_calibrated;   /* hf-nvfp4 input_scales set from a measured amax */
   char qformat[96];   /* the quantizer format used, e.g. "e2m1,nvfp4,1x16" */
   /* 1 when a recipe was given and every 4-bit tensor holds exactly what its forward used (its
    * format, in a layer the recipe does not keep in fp32); 0 otherwise. */

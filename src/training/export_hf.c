@@ -10,11 +10,14 @@
 #include <unistd.h>
 
 #include "training/ckpt_internal.h"
+#include "training/model_io_internal.h"
 #include "training/path.h"
 #include "ufp4/checkpoint.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
 #include "ufp4/minifloat.h"
+#include "ufp4/model_io.h"
+#include "ufp4/moe.h"
 #include "ufp4/quant.h"
 #include "ufp4/recipe.h"
 #include "ufp4/safetensors.h"
@@ -80,6 +83,8 @@ typedef struct {
   const char *const *exclude;
   int n_exclude;
   float input_scale;
+  const float *amax; /* calibrated input amax per (layer, probe id), < 0 unmeasured; or NULL */
+  int n_ids, n_experts;
   int n_layers;
   /* buffers the written tensors point into, freed after the write */
   void **bufs;
@@ -184,6 +189,35 @@ static float *scalar(export_job *j, float v) {
   return p;
 }
 
+/* The probe id (model.h's ufp4_proj, moe.h's UFP4_PROJ_EXPERT) and layer of a module name, or -1. */
+static int probe_id(const char *mod, int n_experts, int *layer) {
+  static const char *const dense[7] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                                       "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
+  static const char *const kinds[3] = {"gate_proj", "up_proj", "down_proj"};
+  int at = 0, e = 0, n2 = 0;
+  if (sscanf(mod, "model.layers.%d.%n", layer, &at) != 1 || at == 0) return -1;
+  const char *rest = mod + at;
+  for (int i = 0; i < 7; i++)
+    if (!strcmp(rest, dense[i])) return i;
+  const int shared = !strncmp(rest, "mlp.shared_expert.", 18);
+  if (shared) rest += 18, e = n_experts;
+  else if (sscanf(rest, "mlp.experts.%d.%n", &e, &n2) == 1 && n2 > 0) rest += n2;
+  else return -1;
+  for (int k = 0; k < 3; k++)
+    if (!strcmp(rest, kinds[k])) return UFP4_PROJ_EXPERT(e, k);
+  return -1;
+}
+
+/* input_scale of module mod: its calibrated amax / (6 * 448), else the option's value. */
+static float input_scale_of(export_job *j, const char *mod) {
+  int layer, id = j->amax ? probe_id(mod, j->n_experts, &layer) : -1;
+  if (id < 0 || id >= j->n_ids || layer < 0 || layer >= j->n_layers) return j->input_scale;
+  const float a = j->amax[(size_t)layer * (size_t)j->n_ids + (size_t)id];
+  if (!(a > 0) || !isfinite(a)) return j->input_scale;
+  j->res.n_calibrated++;
+  return a / (6.0f * UFP4_E4M3_MAX);
+}
+
 /* The NVFP4 tensors of one quantized weight: 1x16 scales, or 16x16 tile scales repeated down the
  * 16 rows of each tile (the file has one scale per 1x16 block; the values are the tile's). */
 static int emit_nvfp4(export_job *j, const char *mod, const ufp4_qtensor *q, ufp4_st_tensor *out, float *x) {
@@ -191,7 +225,7 @@ static int emit_nvfp4(export_job *j, const char *mod, const ufp4_qtensor *q, ufp
   uint8_t *packed = keep(j, rows * cols / 2), *bits = keep(j, rows * nb);
   char *nw = name_with(j, mod, ".weight"), *ns = name_with(j, mod, ".weight_scale");
   char *n2 = name_with(j, mod, ".weight_scale_2"), *ni = name_with(j, mod, ".input_scale");
-  float *ws2 = scalar(j, 1.0f / q->tensor_scale), *is = scalar(j, j->input_scale);
+  float *ws2 = scalar(j, 1.0f / q->tensor_scale), *is = scalar(j, input_scale_of(j, mod));
   if (!packed || !bits || !nw || !ns || !n2 || !ni || !ws2 || !is) return ufp4_fail(UFP4_ENOMEM, "%s: out of memory", mod);
   ufp4_pack_codes(q->codes, rows * cols, packed);
   for (size_t r = 0; r < rows; r++)
@@ -365,13 +399,16 @@ static int fill_export(void *ud, const char *tmp) {
 
 static double sqnr(double sig, double err) { return err == 0 ? INFINITY : 10.0 * log10(sig / err); }
 
-int ufp4_export_hf_model(ufp4_model *m, ufp4_hf_format fmt, const char *out_dir, const ufp4_hf_export_opts *o,
-                         ufp4_hf_export_result *res) {
+static int export_model(ufp4_model *m, ufp4_hf_format fmt, const char *out_dir, const ufp4_hf_export_opts *o,
+                        ufp4_hf_export_result *res, const float *amax, int n_ids) {
   if (fmt != UFP4_HF_NVFP4 && fmt != UFP4_HF_MXFP4) return ufp4_fail(UFP4_EINVAL, "export: unknown format %d", (int)fmt);
   export_job *j = calloc(1, sizeof *j);
   if (!j) return ufp4_fail(UFP4_ENOMEM, "export: out of memory");
   j->fmt = fmt;
   j->n_layers = ufp4_model_get_config(m)->n_layers;
+  j->n_experts = ufp4_model_get_config(m)->moe_experts;
+  j->amax = amax;
+  j->n_ids = n_ids;
   j->exclude = o && o->exclude ? o->exclude : ufp4_hf_default_exclude;
   j->n_exclude = o && o->exclude ? o->n_exclude : 0;
   if (!(o && o->exclude))
@@ -391,15 +428,68 @@ int ufp4_export_hf_model(ufp4_model *m, ufp4_hf_format fmt, const char *out_dir,
   return rc;
 }
 
+int ufp4_export_hf_model(ufp4_model *m, ufp4_hf_format fmt, const char *out_dir, const ufp4_hf_export_opts *o,
+                         ufp4_hf_export_result *res) {
+  return export_model(m, fmt, out_dir, o, res, NULL, 0);
+}
+
+/* ------------------------------------------------------------------ calibration */
+
+typedef struct {
+  float *amax;
+  int n_ids;
+  float unscale; /* 1 / the recipe's SR prescale when fprop.x is under SR, else 1 */
+} calib;
+
+/* ufp4_linear_probe.operand: the running max |x| of every Fprop input (NaN never wins). */
+static void calib_operand(void *ud, int layer, int proj, ufp4_operand op, const float *x, size_t rows, size_t cols,
+                          const ufp4_qformat *f) {
+  (void)f;
+  calib *c = ud;
+  if (op != UFP4_OP_FPROP_X || proj < 0 || proj >= c->n_ids) return;
+  float *a = &c->amax[(size_t)layer * (size_t)c->n_ids + (size_t)proj];
+  float m = *a < 0 ? 0.0f : *a;
+  for (size_t i = 0; i < rows * cols; i++) {
+    const float v = fabsf(x[i]) * c->unscale;
+    if (v > m) m = v;
+  }
+  *a = m;
+}
+
+/* The forward recipe of the calibration: the given one when it quantizes, else nvfp4; no block
+ * kept in fp32, so that every projection is shown to the probe. */
+static int calib_recipe(const ufp4_hf_export_opts *o, char *spec, size_t size, float *unscale) {
+  ufp4_recipe r;
+  const char *base = o->recipe && !ufp4_recipe_parse(o->recipe, &r) && r.precision == UFP4_PREC_FP4 ? o->recipe : "nvfp4";
+  snprintf(spec, size, "%s,keep_first=0,keep_last=0", base);
+  int rc = ufp4_recipe_parse(spec, &r);
+  *unscale = !rc && ((r.sr_mask >> UFP4_OP_FPROP_X) & 1) && r.sr_prescale > 0 ? 1.0f / r.sr_prescale : 1.0f;
+  return rc;
+}
+
 int ufp4_export_hf(const char *ckpt_dir, ufp4_hf_format fmt, const char *out_dir, const ufp4_hf_export_opts *o,
                    ufp4_hf_export_result *res) {
-  ufp4_model_config c;
-  ufp4_model *m;
-  int rc = ufp4_checkpoint_config(ckpt_dir, &c);
-  if (!rc) rc = ufp4_model_create(&m, &c, 1);
-  if (rc) return rc;
-  rc = ufp4_checkpoint_load_params(ckpt_dir, m);
-  if (!rc) rc = ufp4_export_hf_model(m, fmt, out_dir, o, res);
+  const int cal = fmt == UFP4_HF_NVFP4 && o && o->calib_data;
+  const int B = cal && o->calib_batch > 0 ? o->calib_batch : cal ? 4 : 1;
+  char spec[512] = "fp32";
+  calib c = {NULL, 0, 1.0f};
+  int rc = cal ? calib_recipe(o, spec, sizeof spec, &c.unscale) : 0;
+  ufp4_model *m = NULL;
+  if (!rc) rc = ufp4_model_load(ckpt_dir, spec, B, &m);
+  if (!rc && cal) {
+    const ufp4_model_config *mc = ufp4_model_get_config(m);
+    c.n_ids = UFP4_PROJ_EXPERT(mc->moe_experts + 1, 0);
+    c.amax = malloc(sizeof(float) * (size_t)c.n_ids * (size_t)mc->n_layers);
+    if (!c.amax) rc = ufp4_fail(UFP4_ENOMEM, "export: out of memory");
+    for (size_t i = 0; !rc && i < (size_t)c.n_ids * (size_t)mc->n_layers; i++) c.amax[i] = -1.0f;
+    ufp4_linear_probe probe = {.operand = calib_operand, .ud = &c};
+    ufp4_eval_result ev;
+    ufp4_model_set_probe(m, &probe);
+    if (!rc) rc = model_io_eval(m, o->calib_data, o->calib_batches > 0 ? o->calib_batches : 8, B, &ev);
+    ufp4_model_set_probe(m, NULL);
+  }
+  if (!rc) rc = export_model(m, fmt, out_dir, o, res, c.amax, c.n_ids);
+  free(c.amax);
   ufp4_model_free(m);
   return rc;
 }
