@@ -26,7 +26,7 @@ PUBLIC = {
     "data": "tokenizer corpus shard loader",
     "dist": "dist",
     "parity": "golden",
-    "training": "train checkpoint data_source sample optim model_io",
+    "training": "train checkpoint data_source sample optim model_io export_hf",
     "report": "report plot compare sweep study ufp4",
 }
 

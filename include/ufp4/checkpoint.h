@@ -47,7 +47,9 @@ int ufp4_checkpoint_save(const char *dir, ufp4_model *m, const float *m_state, c
                          const char *trainer_json);
 /* Reads config.json of `dir` into *c. */
 int ufp4_checkpoint_config(const char *dir, ufp4_model_config *c);
-/* Loads the parameters of `dir` into m (its config must match the file's shapes). */
+/* Loads the parameters of `dir` into m (its config must match the file's shapes). A folder exported
+ * in hf-nvfp4 or hf-mxfp4 (export_hf.h) is recognized by its config and its 4-bit projections are
+ * dequantized as the engines decode them. */
 int ufp4_checkpoint_load_params(const char *dir, ufp4_model *m);
 /* Loads the optimizer state; *trainer_json receives a malloc'ed copy of the metadata (or NULL). */
 int ufp4_checkpoint_load_optimizer(const char *dir, size_t n_params, float *m_state, float *v_state,

@@ -8,8 +8,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "training/ckpt_internal.h"
 #include "training/path.h"
 #include "ufp4/error.h"
+#include "ufp4/export_hf.h"
 #include "ufp4/fileio.h"
 #include "ufp4/safetensors.h"
 
@@ -40,9 +42,10 @@ static void add_moe_keys(cJSON *j, const ufp4_model_config *c) {
   cJSON_AddNumberToObject(j, "ufp4_moe_z_loss_coef", c->moe_z_coef);
 }
 
-int ufp4_hf_config_write(const char *path, const ufp4_model_config *c) {
+cJSON *ckpt_config_json(const ufp4_model_config *c) {
   const int moe = c->moe_experts > 0;
   cJSON *j = cJSON_CreateObject();
+  if (!j) return NULL;
   cJSON *arch = cJSON_AddArrayToObject(j, "architectures");
   cJSON_AddItemToArray(arch, cJSON_CreateString(moe ? "Qwen2MoeForCausalLM" : "LlamaForCausalLM"));
   cJSON_AddStringToObject(j, "model_type", moe ? "qwen2_moe" : "llama");
@@ -70,11 +73,21 @@ int ufp4_hf_config_write(const char *path, const ufp4_model_config *c) {
   if (!moe) cJSON_AddNumberToObject(j, "pretraining_tp", 1);
   cJSON_AddBoolToObject(j, "use_cache", 1);
   cJSON_AddStringToObject(j, "torch_dtype", "float32");
-  char *text = cJSON_Print(j);
-  cJSON_Delete(j);
+  return j;
+}
+
+int ckpt_write_json(const char *path, const cJSON *j) {
+  char *text = j ? cJSON_Print(j) : NULL;
   if (!text) return ufp4_fail(UFP4_ENOMEM, "%s: out of memory", path);
   int rc = ufp4_write_file_atomic(path, text, strlen(text));
   free(text);
+  return rc;
+}
+
+int ufp4_hf_config_write(const char *path, const ufp4_model_config *c) {
+  cJSON *j = ckpt_config_json(c);
+  int rc = ckpt_write_json(path, j);
+  cJSON_Delete(j);
   return rc;
 }
 
@@ -241,10 +254,11 @@ static void f32_tensor(ufp4_st_tensor *out, const ufp4_tensor_info *t, const flo
   out->data = data;
 }
 
-static int write_params(const char *path, ufp4_model *m) {
+int ckpt_write_params(const char *path, ufp4_model *m, ckpt_replace_fn fn, void *ud) {
   const ufp4_model_config *c = ufp4_model_get_config(m);
   const int nt = ufp4_model_tensor_count(c), nx = n_extra(c);
-  ufp4_st_tensor *ts = calloc((size_t)(nt + nx), sizeof *ts);
+  const size_t cap = (size_t)nt * CKPT_MAX_REPLACE + (size_t)nx;
+  ufp4_st_tensor *ts = calloc(cap, sizeof *ts);
   ufp4_tensor_info *info = calloc((size_t)(nt + nx), sizeof *info);
   float *zeros = nx ? calloc((size_t)c->d_model, sizeof(float)) : NULL;
   if (!ts || !info || (nx && !zeros)) {
@@ -254,16 +268,24 @@ static int write_params(const char *path, ufp4_model *m) {
     return ufp4_fail(UFP4_ENOMEM, "%s: out of memory", path);
   }
   const float *p = ufp4_model_params(m);
-  for (int i = 0; i < nt; i++) {
+  size_t n = 0;
+  int rc = 0;
+  for (int i = 0; i < nt && !rc; i++) {
     ufp4_model_tensor(c, i, &info[i]);
-    f32_tensor(&ts[i], &info[i], p + info[i].offset);
+    int k = 0;
+    if (fn) rc = fn(ud, &info[i], p + info[i].offset, ts + n, &k);
+    if (!k) {
+      f32_tensor(&ts[n], &info[i], p + info[i].offset);
+      k = 1;
+    }
+    n += (size_t)k;
   }
   for (int i = nt; i < nt + nx; i++) {
     extra(c, i - nt, &info[i]);
-    f32_tensor(&ts[i], &info[i], info[i].count ? zeros : NULL); /* every extra holds at most C floats */
+    f32_tensor(&ts[n++], &info[i], info[i].count ? zeros : NULL); /* every extra holds at most C floats */
   }
   const ufp4_st_meta meta[] = {{"format", "pt"}, {"producer", "ufp4"}};
-  int rc = ufp4_st_write(path, ts, (size_t)(nt + nx), meta, 2);
+  if (!rc) rc = ufp4_st_write(path, ts, n, meta, 2);
   free(ts);
   free(info);
   free(zeros);
@@ -279,25 +301,15 @@ static int write_optimizer(const char *path, size_t n, const float *ms, const fl
   return ufp4_st_write(path, ts, 2, meta, 2);
 }
 
-int ufp4_checkpoint_save(const char *dir, ufp4_model *m, const float *m_state, const float *v_state,
-                         const char *trainer_json) {
-  train_path tmp_dir, old_dir, path;
+int ckpt_publish(const char *dir, int (*fill)(void *ud, const char *tmp), void *ud) {
+  train_path tmp_dir, old_dir;
   int rc;
   if ((rc = train_path_fmt(&tmp_dir, "%s.tmp", dir)) ||
       (rc = train_path_fmt(&old_dir, "%s.old", dir)))
     return rc;
   const char *tmp = tmp_dir.s, *old = old_dir.s;
   if ((rc = ufp4_remove_tree(tmp)) || (rc = ufp4_mkdirs(tmp))) return rc;
-  if ((rc = train_path_fmt(&path, "%s/config.json", tmp)) ||
-      (rc = ufp4_hf_config_write(path.s, ufp4_model_get_config(m))))
-    goto fail;
-  if ((rc = train_path_fmt(&path, "%s/model.safetensors", tmp)) || (rc = write_params(path.s, m)))
-    goto fail;
-  if (m_state && v_state) {
-    if ((rc = train_path_fmt(&path, "%s/optimizer.safetensors", tmp)) ||
-        (rc = write_optimizer(path.s, ufp4_model_num_params(m), m_state, v_state, trainer_json)))
-      goto fail;
-  }
+  if ((rc = fill(ud, tmp))) goto fail;
   /* Swap in the complete folder: DIR -> DIR.old, DIR.tmp -> DIR, then drop DIR.old. */
   struct stat st;
   int had_old = stat(dir, &st) == 0;
@@ -322,6 +334,35 @@ fail:;
   snprintf(saved, sizeof saved, "%s", ufp4_last_error());
   ufp4_remove_tree(tmp);
   return ufp4_fail(rc, "%s", saved);
+}
+
+typedef struct {
+  ufp4_model *m;
+  const float *m_state, *v_state;
+  const char *trainer_json;
+} save_job;
+
+static int fill_checkpoint(void *ud, const char *tmp) {
+  const save_job *j = ud;
+  train_path path;
+  int rc;
+  if ((rc = train_path_fmt(&path, "%s/config.json", tmp)) ||
+      (rc = ufp4_hf_config_write(path.s, ufp4_model_get_config(j->m))))
+    return rc;
+  if ((rc = train_path_fmt(&path, "%s/model.safetensors", tmp)) ||
+      (rc = ckpt_write_params(path.s, j->m, NULL, NULL)))
+    return rc;
+  if (j->m_state && j->v_state &&
+      ((rc = train_path_fmt(&path, "%s/optimizer.safetensors", tmp)) ||
+       (rc = write_optimizer(path.s, ufp4_model_num_params(j->m), j->m_state, j->v_state, j->trainer_json))))
+    return rc;
+  return 0;
+}
+
+int ufp4_checkpoint_save(const char *dir, ufp4_model *m, const float *m_state, const float *v_state,
+                         const char *trainer_json) {
+  save_job j = {m, m_state, v_state, trainer_json};
+  return ckpt_publish(dir, fill_checkpoint, &j);
 }
 
 int ufp4_checkpoint_config(const char *dir, ufp4_model_config *c) {
@@ -360,6 +401,10 @@ int ufp4_checkpoint_load_params(const char *dir, ufp4_model *m) {
   int rc = train_path_fmt(&file, "%s/model.safetensors", dir);
   if (rc) return rc;
   const char *path = file.s;
+  /* A folder exported in a 4-bit layout (export_hf.h) holds its 4-bit projections under other
+   * names; they are dequantized here, the rest read as usual. */
+  ufp4_hf_format qf;
+  if ((rc = ufp4_hf_detect(dir, &qf))) return rc;
   ufp4_st *st;
   if ((rc = ufp4_st_open(path, &st))) return rc;
   const ufp4_model_config *c = ufp4_model_get_config(m);
@@ -368,6 +413,11 @@ int ufp4_checkpoint_load_params(const char *dir, ufp4_model *m) {
   for (int i = 0; i < nt && !rc; i++) {
     ufp4_tensor_info t;
     ufp4_model_tensor(c, i, &t);
+    const ufp4_st_info *e = ufp4_st_find(st, t.name);
+    if (qf != UFP4_HF_NONE && t.ndim == 2 && (!e || e->dtype == UFP4_ST_U8)) { /* NVFP4 keeps the name, packed */
+      rc = ufp4_hf_read_weight(st, path, qf, t.name, t.shape[0], t.shape[1], p + t.offset);
+      continue;
+    }
     rc = ufp4_st_read_f32(st, t.name, p + t.offset, t.shape, t.ndim);
     if (rc) rc = with_path(rc, path);
   }

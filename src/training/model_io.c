@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "training/model_io_internal.h"
 #include "ufp4/checkpoint.h"
 #include "ufp4/error.h"
 #include "ufp4/recipe.h"
@@ -61,16 +62,11 @@ static int check_vocab(const ufp4_shard_source *src, const char *path, const ufp
   return 0;
 }
 
-int ufp4_eval_checkpoint(const char *dir, const char *data, const char *recipe_spec, long batches,
-                         int batch, ufp4_eval_result *res) {
-  memset(res, 0, sizeof *res);
-  ufp4_model *m;
-  int rc = ufp4_model_load(dir, recipe_spec, batch, &m);
-  if (rc) return rc;
+int model_io_eval(ufp4_model *m, const char *data, long batches, int batch, ufp4_eval_result *res) {
   const ufp4_model_config *c = ufp4_model_get_config(m);
   res->seq_len = c->seq_len;
   ufp4_shard_source src;
-  rc = ufp4_val_source_open(data, batch, c->seq_len, &src, res->path, sizeof res->path);
+  int rc = ufp4_val_source_open(data, batch, c->seq_len, &src, res->path, sizeof res->path);
   if (!rc) rc = check_vocab(&src, res->path, c);
   if (!rc) {
     uint64_t avail = ufp4_loader_batches_per_epoch(src.loader);
@@ -79,6 +75,16 @@ int ufp4_eval_checkpoint(const char *dir, const char *data, const char *recipe_s
                        &res->loss);
   }
   ufp4_val_source_close(&src);
+  return rc;
+}
+
+int ufp4_eval_checkpoint(const char *dir, const char *data, const char *recipe_spec, long batches,
+                         int batch, ufp4_eval_result *res) {
+  memset(res, 0, sizeof *res);
+  ufp4_model *m;
+  int rc = ufp4_model_load(dir, recipe_spec, batch, &m);
+  if (rc) return rc;
+  rc = model_io_eval(m, data, batches, batch, res);
   ufp4_model_free(m);
   return rc;
 }
