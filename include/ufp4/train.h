@@ -85,9 +85,10 @@ ufp4_train_config ufp4_train_config_default(void);
 /* A recipe schedule: "SPEC@AT,SPEC@AT,..." (e.g. "ufp4@0,bf16@0.9" or "nvfp4,rht=none@0,bf16@900"):
  * phase i runs recipe SPEC_i from the step AT_i on, until the next phase. AT is a step number (an
  * integer, 0-based: the number of steps done before the switch) or, written with a '.' , a
- * fraction of the run's steps, rounded to the nearest step. The first phase starts at 0; starts
- * increase strictly and stay below `steps` (a phase that never runs is an error). A spec holds
- * commas but no '@', so each phase ends at its '@AT'. */
+ * fraction of the run's steps, rounded to the nearest step. The first phase starts at 0 and the
+ * starts increase strictly; a phase may start at or after the last step (a run trained in sittings
+ * with a growing --steps reaches it later; a fraction moves with --steps, a step number does not).
+ * A spec holds commas but no '@', so each phase ends at its '@AT'. */
 #define UFP4_MAX_PHASES 16
 typedef struct {
   int n;
