@@ -15,6 +15,7 @@
 #include "train_test_util.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
+#include "ufp4/report.h"
 
 static const train_synth synth = {.batch = 4, .seq = 16, .vocab = 32, .seed = 7, .mul = 5, .add = 3};
 
@@ -97,6 +98,38 @@ static void loss_line(const char *text, int step, char *out, size_t size) {
   snprintf(out, size, "%.*s", p && end ? (int)(end - p) : 0, p ? p : "");
 }
 
+/* A report over the two runs (the plain one as the baseline) shows the scheduled run's
+ * per-projection table, per phase, in report.md and report.html, and none for the plain run. */
+static void report_shows_table(const char *plain, const char *scheduled) {
+  ufp4_report_run runs[2] = {{.recipe = "bf16", .seed = -1}, {.recipe = "sched", .seed = -1}};
+  snprintf(runs[0].dir, sizeof runs[0].dir, "%s", plain);
+  snprintf(runs[1].dir, sizeof runs[1].dir, "%s", scheduled);
+  ufp4_report_options o = ufp4_report_options_default();
+  o.control = NULL;
+  o.plots = 0;
+  o.final_steps = 5;
+  char out[] = "/tmp/ufp4_schedR_XXXXXX";
+  assert_non_null(mkdtemp(out));
+  ufp4_report *r = NULL;
+  if (ufp4_report_make(runs, 2, &o, out, &r)) fail_msg("report: %s", ufp4_last_error());
+  static const char *const files[] = {"report.md", "report.html"};
+  for (int f = 0; f < 2; f++) {
+    char path[600], *t;
+    size_t n;
+    snprintf(path, sizeof path, "%s/%s", out, files[f]);
+    assert_int_equal(ufp4_read_file(path, 1 << 24, &t, &n), 0);
+    const char *sec = strstr(t, "Recipes by projection");
+    assert_non_null(sec);
+    assert_non_null(strstr(sec, "sched"));
+    assert_non_null(strstr(sec, "from step 0:\n  e2m1,grid=e2m1,"));
+    assert_non_null(strstr(sec, "from step 12:\n  bf16,keep_first=0,keep_last=0: model.layers.*.self_attn.q_proj"));
+    assert_null(strstr(sec + 1, "Recipes by projection")); /* one section; the plain run has no table */
+    free(t);
+  }
+  ufp4_report_free(r);
+  ufp4_remove_tree(out);
+}
+
 /* Under "e2m1,sr=all@0,bf16@12" the steps before 12 are e2m1's to the bit and those from 12 on are
  * not; the switch is logged once, as the first step under it; and a run resumed from a checkpoint
  * before the switch (step 8), or at it (step 12), ends with the straight run's lines and weights. */
@@ -150,6 +183,7 @@ static void test_switch_and_exact_resume(void **state) {
     free(tb);
     ufp4_remove_tree(b);
   }
+  report_shows_table(plain, straight);
   free(ta);
   free(tp);
   ufp4_remove_tree(straight);
