@@ -171,7 +171,7 @@ static int grid_run(grid *g, int j) {
   ufp4_train_config cfg;
   int rc = run_config(g, j, &cfg);
   if (rc) return rc;
-  const char *spec = cfg.recipe;
+  const char *spec = cfg.schedule[0] ? cfg.schedule : cfg.recipe; /* the entry, as listed */
   if (ufp4_run_share_mine(&g->share, j)) {
     const int train = g->fate[j] != UFP4_RESUME_DONE;
     snprintf(cfg.progress_label, sizeof cfg.progress_label, "run %d/%d %.60s seed %llu%s",

@@ -47,7 +47,10 @@ int rpt_load_config(const char *dir, char *recipe, size_t recipe_size, long long
            s->valuedouble > 9007199254740992.0)
     rc = ufp4_fail(UFP4_EFORMAT, "%s: \"seed\" must be a non-negative integer", path);
   else {
-    snprintf(recipe, recipe_size, "%s", r->valuestring);
+    /* A scheduled run is its schedule: its "recipe" is only the first phase. */
+    const cJSON *sched = cJSON_GetObjectItemCaseSensitive(j, "schedule");
+    const int has = cJSON_IsString(sched) && sched->valuestring[0];
+    snprintf(recipe, recipe_size, "%s", has ? sched->valuestring : r->valuestring);
     *seed = (long long)s->valuedouble;
   }
   cJSON_Delete(j);
