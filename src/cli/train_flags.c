@@ -18,7 +18,9 @@ static void default_text(const ufp4_train_field *f, const ufp4_train_config *def
   buf[0] = '\0';
   switch (f->kind) {
   case UFP4_CFG_TEXT:
-  case UFP4_CFG_RECIPE: snprintf(buf, size, " (default %s)", at); return;
+  case UFP4_CFG_RECIPE:
+    if (*at) snprintf(buf, size, " (default %s)", at); /* "" (no schedule) says nothing */
+    return;
   case UFP4_CFG_OVERRIDES: return;
   case UFP4_CFG_POLICY:
     snprintf(buf, size, " (default %s)",
