@@ -12,7 +12,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "grid_test_util.h"
 #include "train_test_util.h"
+#include "ufp4/compare.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
 #include "ufp4/report.h"
@@ -249,12 +251,54 @@ static void test_config_round_trip(void **state) {
   free(json);
 }
 
+/* compare takes a schedule as a recipe entry: its runs are labelled by the entry, sit in their own
+ * folders beside those of the schedule's first recipe, and a second call finds every run finished
+ * (their config.json, arrays included, is the planned one) instead of redoing them as stale. */
+static void test_compare_entry(void **state) {
+  (void)state;
+  char out[700], log[4096], path[800];
+  snprintf(out, sizeof out, "%s/cmp", grid_work);
+  ufp4_compare_options o = ufp4_compare_options_default();
+  o.data_dir = grid_data;
+  o.out_dir = out;
+  o.recipes = "e2m1;e2m1@0,bf16@6";
+  o.seeds = 1;
+  o.control = 0;
+  o.train = grid_test_tiny(o.train);
+  o.train.steps = 8;
+  for (int call = 0; call < 2; call++) {
+    FILE *f = tmpfile();
+    assert_non_null(f);
+    o.log = f;
+    ufp4_compare_result res;
+    assert_ok(ufp4_compare_run(&o, &res));
+    assert_int_equal(res.n_recipes, 3);
+    ufp4_compare_result_free(&res);
+    rewind(f);
+    const size_t n = fread(log, 1, sizeof log - 1, f);
+    log[n] = '\0';
+    fclose(f);
+    if (call == 1 && !strstr(log, "3 done, 0 to resume, 0 to run")) fail_msg("second call: %s", log);
+  }
+  snprintf(path, sizeof path, "%s/runs/e2m1_0_bf16_6/seed1/config.json", out);
+  assert_int_equal(access(path, F_OK), 0);
+  char *t;
+  size_t n;
+  snprintf(path, sizeof path, "%s/report.md", out);
+  assert_int_equal(ufp4_read_file(path, 1 << 24, &t, &n), 0);
+  assert_non_null(strstr(t, "| `e2m1@0,bf16@6` |"));
+  assert_non_null(strstr(t, "| `e2m1` |"));
+  assert_non_null(strstr(t, "from step 6:"));
+  free(t);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse),
       cmocka_unit_test(test_bad_config_fails_early),
       cmocka_unit_test(test_config_round_trip),
       cmocka_unit_test(test_switch_and_exact_resume),
+      cmocka_unit_test(test_compare_entry),
   };
-  return cmocka_run_group_tests(tests, NULL, NULL);
+  return cmocka_run_group_tests(tests, grid_test_setup, grid_test_teardown);
 }
