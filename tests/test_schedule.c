@@ -66,13 +66,19 @@ static ufp4_train_config tiny(const char *dir, const char *recipe, const char *s
   return c;
 }
 
+/* The text of DIR/NAME (malloc'ed); the test fails when it cannot be read. */
+static char *read_in(const char *dir, const char *name) {
+  char path[1024], *t;
+  size_t n;
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  if (ufp4_read_file(path, 1 << 24, &t, &n)) fail_msg("%s: %s", path, ufp4_last_error());
+  return t;
+}
+
 /* metrics.jsonl without the timing fields: each line cut at ",\"tokens_per_s\"". */
 static char *metrics(const char *dir) {
-  char path[512], *t;
-  size_t n;
-  snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
-  assert_int_equal(ufp4_read_file(path, 1 << 24, &t, &n), 0);
-  char *out = calloc(n + 1, 1);
+  char *t = read_in(dir, "metrics.jsonl");
+  char *out = calloc(strlen(t) + 1, 1);
   assert_non_null(out);
   size_t k = 0;
   for (char *save = NULL, *line = strtok_r(t, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
@@ -116,10 +122,7 @@ static void report_shows_table(const char *plain, const char *scheduled) {
   if (ufp4_report_make(runs, 2, &o, out, &r)) fail_msg("report: %s", ufp4_last_error());
   static const char *const files[] = {"report.md", "report.html"};
   for (int f = 0; f < 2; f++) {
-    char path[600], *t;
-    size_t n;
-    snprintf(path, sizeof path, "%s/%s", out, files[f]);
-    assert_int_equal(ufp4_read_file(path, 1 << 24, &t, &n), 0);
+    char *t = read_in(out, files[f]);
     const char *sec = strstr(t, "Recipes by projection");
     assert_non_null(sec);
     assert_non_null(strstr(sec, "sched"));
@@ -160,10 +163,7 @@ static void test_switch_and_exact_resume(void **state) {
   assert_non_null(e1);
   assert_null(strstr(strchr(e1, '\n'), "\"event\"")); /* logged once */
   /* config.json holds the schedule, and the first phase as the recipe. */
-  char path[512], *cj;
-  size_t n;
-  snprintf(path, sizeof path, "%s/config.json", straight);
-  assert_int_equal(ufp4_read_file(path, 1 << 20, &cj, &n), 0);
+  char *cj = read_in(straight, "config.json");
   assert_non_null(strstr(cj, "\"schedule\":\t\"e2m1,sr=all@0,bf16@12\""));
   assert_non_null(strstr(cj, "\"recipe\":\t\"e2m1,grid=e2m1,"));
   assert_non_null(strstr(cj, "\"projection_recipes\""));
@@ -282,10 +282,7 @@ static void test_compare_entry(void **state) {
   }
   snprintf(path, sizeof path, "%s/runs/e2m1_0_bf16_6/seed1/config.json", out);
   assert_int_equal(access(path, F_OK), 0);
-  char *t;
-  size_t n;
-  snprintf(path, sizeof path, "%s/report.md", out);
-  assert_int_equal(ufp4_read_file(path, 1 << 24, &t, &n), 0);
+  char *t = read_in(out, "report.md");
   assert_non_null(strstr(t, "| `e2m1@0,bf16@6` |"));
   assert_non_null(strstr(t, "| `e2m1` |"));
   assert_non_null(strstr(t, "from step 6:"));
