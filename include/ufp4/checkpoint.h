@@ -8,7 +8,9 @@
  *                              router_aux_loss_coef, and ufp4's own "ufp4_moe_capacity_factor" and
  *                              "ufp4_moe_z_loss_coef", which transformers ignores)
  *   DIR/model.safetensors      fp32 parameters under HF names (lm_head omitted when tied), with
- *                              metadata {"format": "pt"}, which transformers requires. An MoE
+ *                              metadata {"format": "pt"}, which transformers requires, and
+ *                              "ufp4_recipes": the recipe of every projection at this step
+ *                              (ufp4_model_recipe_table's lines, model.h). An MoE
  *                              checkpoint adds zero q/k/v biases to every layer (Qwen2 attention
  *                              always has them) and, without a shared expert, a zero-width one
  *                              (shared_expert.{gate,up}_proj [0, C], down_proj [C, 0]) with a zero

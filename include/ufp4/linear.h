@@ -8,7 +8,9 @@
  * their rows (the reduction dimension): operands whose reduction dimension is not contiguous are
  * transposed first. Each prepared operand is then rounded to bf16, or fake-quantized to 4 bits (with
  * the GEMM's RHT when the recipe asks for it, the same signs on both operands so that the rotation
- * cancels in the product), and the product is an fp32 SGEMM (gemm.h, deterministic at any thread count). Under the fp32 precision the
+ * cancels in the product), and the product is an fp32 SGEMM (gemm.h, deterministic at any thread count).
+ * Each GEMM runs in its own precision, ufp4_recipe_gemm_precision (a recipe may keep one GEMM in
+ * bf16 or fp32 and quantize the others). Under the fp32 precision the
  * operands are not copied at all: each GEMM runs in its natural orientation (gemm.h's abt, ab, atb),
  * which makes a disabled recipe bit-identical to the plain fp32 layer by construction. A bf16
  * operand is rounded while it is copied or transposed, and a 4-bit operand that needs no

@@ -5,8 +5,9 @@
  *   block: h += o_proj(attn(rope(q_proj(n1)), rope(k_proj(n1)), v_proj(n1)))   n1 = rmsnorm(h)
  *          h += down_proj(silu(gate_proj(n2)) * up_proj(n2))                   n2 = rmsnorm(h)
  *
- * Embeddings, lm_head, norms, the attention core and the loss stay fp32; blocks listed by the
- * recipe's keep_first / keep_last run their projections in fp32 too. No biases.
+ * Embeddings, norms, the attention core and the loss stay fp32; blocks listed by the recipe's
+ * keep_first / keep_last run their projections in fp32 too, and so does lm_head unless a projection
+ * override names it (ufp4_model_set_recipes). No biases.
  *
  * Mixture of experts (moe_experts > 0, moe.h): layer l is an MoE layer when (l + 1) % moe_every == 0
  * (Qwen2-MoE's decoder_sparse_step); its MLP is replaced by an MoE block (router, moe_experts SwiGLU
@@ -121,8 +122,55 @@ size_t ufp4_model_num_params(const ufp4_model *m);
  * one stream per tensor), norm weights 1. */
 void ufp4_model_init(ufp4_model *m, uint64_t seed);
 
-/* Sets the recipe (copied) used by the block projections; rht signs come from seed. */
+/* Projections: the linear layers that run through a recipe, each named by its Hugging Face module
+ * name, which is its weight tensor's name (ufp4_model_tensor, the one source of names) without
+ * ".weight": model.layers.L.self_attn.{q,k,v,o}_proj, model.layers.L.mlp.{gate,up,down}_proj, in
+ * an MoE layer model.layers.L.mlp.experts.E.{gate,up,down}_proj and
+ * model.layers.L.mlp.shared_expert.{gate,up,down}_proj, and lm_head last (also when it is tied to
+ * the embedding). The MoE router (mlp.gate) and the shared expert's sigmoid gate are not
+ * projections: moe.h keeps them fp32 always. */
+#define UFP4_PROJ_HEAD UFP4_N_PROJ /* lm_head's projection id (stream and probe) */
+typedef struct {
+  char name[UFP4_TENSOR_NAME_MAX];
+  int layer;  /* transformer block; -1 for lm_head */
+  int proj;   /* ufp4_proj (an expert's: GATE, UP or DOWN), or UFP4_PROJ_HEAD */
+  int expert; /* MoE expert, n_experts for the shared expert; -1 outside MoE MLPs */
+} ufp4_projection_info;
+
+/* Number of projections of a model of config c. */
+int ufp4_model_projection_count(const ufp4_model_config *c);
+/* Fills out[0 .. count-1], in the tensor table's order, lm_head last. */
+void ufp4_model_projections(const ufp4_model_config *c, ufp4_projection_info *out);
+
+/* Most overrides one run may list. */
+#define UFP4_MAX_OVERRIDES 64
+/* The recipe of every projection (out[count]) under `base` and the overrides: first base, with
+ * the blocks of base's keep_first / keep_last in fp32 (the same as the overrides
+ * "model.layers.L.*=fp32" for those L) and lm_head in fp32; then each override of `overrides`, a
+ * ';'-separated list of PATTERN=SPEC items (NULL or "" for none), in order, so the last match
+ * wins: PATTERN is an fnmatch glob on the projection names ('*' also crosses dots), SPEC a recipe
+ * spec applied to each matching projection's recipe (ufp4_recipe_apply: a full spec replaces it, a
+ * partial one like "rht=none" or "fprop=bf16" changes those keys). The resolved recipes carry
+ * keep_first = keep_last = 0. UFP4_EINVAL naming the item when one is not PATTERN=SPEC, its
+ * pattern matches no projection (a typo would otherwise change nothing), its spec does not parse,
+ * or it sets keep_first / keep_last (a run-level key). */
+int ufp4_model_resolve_recipes(const ufp4_model_config *c, const ufp4_recipe *base,
+                               const char *overrides, ufp4_recipe *out);
+/* The resolved table in compact form (malloc'ed, NULL when out of memory): one line per distinct
+ * recipe, in order of first use, "SPEC: NAMES\n", SPEC canonical (ufp4_recipe_format) and NAMES the
+ * projections under it, space-separated, with each name's layer index folded over the layers that
+ * share it: model.layers.*.self_attn.q_proj (every layer that has the projection), or
+ * model.layers.{0-2,5}.mlp.down_proj. */
+char *ufp4_model_recipe_table(const ufp4_model_config *c, const ufp4_recipe *per_proj);
+
+/* Sets the recipe (copied) used by the projections, with no overrides; rht signs come from seed. */
 int ufp4_model_set_recipe(ufp4_model *m, const ufp4_recipe *r, uint64_t seed);
+/* Sets base and the projection overrides (ufp4_model_resolve_recipes); each distinct recipe draws
+ * its RHT signs from seed as ufp4_model_set_recipe does, so a run without overrides keeps its
+ * bits. On error the model keeps its recipes. */
+int ufp4_model_set_recipes(ufp4_model *m, const ufp4_recipe *base, const char *overrides, uint64_t seed);
+/* The recipe projection i (ufp4_model_projections' order) runs under now. */
+const ufp4_recipe *ufp4_model_projection_recipe(const ufp4_model *m, int i);
 /* 1: every projection runs in fp32 whatever the recipe (the reference forward of drift analysis). */
 void ufp4_model_set_high_precision(ufp4_model *m, int on);
 /* Diagnostics hook passed to every block projection (linear.h); NULL removes it. */

@@ -129,6 +129,12 @@ int ufp4_moe_forward(ufp4_moe *s, const ufp4_moe_tensors *w, const ufp4_linear_c
  * objective term's gradient is scaled by dloss. dx may be NULL. */
 int ufp4_moe_backward(ufp4_moe *s, const ufp4_moe_tensors *w, const ufp4_moe_tensors *g,
                       const ufp4_linear_ctx *ctx, const float *dout, float *dx, float dloss);
+/* Per-expert recipes (projection overrides, model.h): expert e's GEMM k (0 gate, 1 up, 2 down; the
+ * shared expert is e = n_experts) runs under recipes[3 e + k] with RHT signs signs[3 e + k]
+ * instead of the template's recipe and signs; streams and probe ids stay as above. The groups are
+ * padded when any expert GEMM has 4-bit operands. NULL arrays (the default) put every expert under
+ * the template's recipe. The arrays are not copied: they must outlive the block's use of them. */
+void ufp4_moe_set_expert_recipes(ufp4_moe *s, const ufp4_recipe *const *recipes, const float *const *signs);
 
 typedef struct {
   double aux, z, objective;   /* aux and z of the last forward, objective = aux_coef*aux + z_coef*z */

@@ -30,7 +30,15 @@
  *                                        layers and steps (the paper does not say how often
  *                                        UFP4 redraws; NVIDIA uses one fixed vector)
  *   tile2d=0|1                           16x16 weight tiles (W operands only)
- *   keep_first=N, keep_last=N            transformer blocks kept in high precision (fp32) */
+ *   keep_first=N, keep_last=N            transformer blocks kept in high precision (fp32): sugar
+ *                                        for per-projection overrides to fp32 of those blocks
+ *                                        (model.h's ufp4_model_resolve_recipes), applied first
+ *   fprop=P, dgrad=P, wgrad=P            P = fp32|bf16|fp4|recipe: that one GEMM's precision (both
+ *                                        its operands); fp4 is the 4-bit format the other keys
+ *                                        describe, recipe (the default) the preset's precision.
+ *                                        "ufp4,fprop=bf16" quantizes only the backward GEMMs.
+ * A partial spec (ufp4_recipe_apply) is the same list of key=value pairs without the preset: it
+ * changes only the keys it names, on top of a recipe. */
 #ifndef UFP4_RECIPE_H
 #define UFP4_RECIPE_H
 
@@ -83,11 +91,22 @@ typedef struct {
   ufp4_sign_kind rht_signs;
   int tile2d;                  /* 1: W operands use 16x16 tiles */
   int keep_first, keep_last;   /* blocks kept in fp32 */
+  /* Per GEMM: 0 = `precision`, otherwise that GEMM's own precision + 1 (so that a zeroed recipe
+   * means "as the preset"); read it through ufp4_recipe_gemm_precision. */
+  unsigned char gemm_precision[UFP4_N_GEMMS];
 } ufp4_recipe;
 
 /* Parses a spec string into r; on error returns UFP4_EINVAL and ufp4_last_error() says which key
  * or value is wrong. */
 int ufp4_recipe_parse(const char *spec, ufp4_recipe *r);
+/* Applies spec on top of r: a full spec (starting with a preset) replaces r as ufp4_recipe_parse
+ * does; a partial one ("rht=none,fprop=bf16") changes only the keys it names. On error r is left
+ * unchanged. */
+int ufp4_recipe_apply(const char *spec, ufp4_recipe *r);
+/* The precision GEMM g runs in under r (its fprop=/dgrad=/wgrad= key, else r->precision). */
+ufp4_precision ufp4_recipe_gemm_precision(const ufp4_recipe *r, ufp4_gemm_kind g);
+/* 1 when some GEMM of r runs 4-bit operands. */
+int ufp4_recipe_quantizes(const ufp4_recipe *r);
 /* The canonical, fully resolved spec ("ufp4,grid=e1m2,scale=fp32,...") that parses back to r. */
 void ufp4_recipe_format(const ufp4_recipe *r, char *buf, size_t size);
 /* Names of the presets, NULL-terminated. */

@@ -6,7 +6,9 @@
  *   metrics.jsonl   one JSON object per logged step: step, loss, lr, grad_norm, tokens_per_s,
  *                   ms_per_step (and aux_loss for an MoE model, the objective terms that backward
  *                   trains but loss leaves out; comm_ms when world > 1); per evaluation: step,
- *                   val_loss, val_ppl
+ *                   val_loss, val_ppl; with a schedule, at each phase: step (the first step, as
+ *                   the step lines count, trained under it), "event": "recipe", phase, recipe
+ *                   (resolved)
  *   diagnostics.jsonl     with diag_every > 0: operand, GEMM and drift measures (diagnostics.h)
  *   ckpt/step_NNNNNNNN/   checkpoints (checkpoint.h): Hugging Face loadable, plus optimizer state
  *   run.json        the run's record (ufp4_run_record): which binary trained it and whether it
@@ -45,9 +47,19 @@ typedef int (*ufp4_batch_fn)(void *ctx, uint64_t index, int32_t *tokens);
 
 typedef enum { UFP4_NAN_SKIP = 0, UFP4_NAN_STOP } ufp4_nan_policy;
 
+/* Most overrides text a run holds: UFP4_MAX_OVERRIDES items of up to 512 bytes, ';'-joined. */
+#define UFP4_OVERRIDES_MAX (UFP4_MAX_OVERRIDES * 512)
+
 typedef struct {
   ufp4_model_config model;
   char recipe[512];       /* spec string, resolved into config.json */
+  /* Projection overrides, "PATTERN=SPEC" items joined by ';' (ufp4_model_resolve_recipes); config
+   * key "overrides" (an array of strings, written only when there are any), flag --override
+   * (repeatable, each one appends). "" = none. */
+  char overrides[UFP4_OVERRIDES_MAX];
+  /* Recipe schedule (ufp4_schedule_parse), "" = none: `recipe` alone. With one, the run's recipe
+   * is its first phase's, which config.json writes as "recipe". */
+  char schedule[1024];
   ufp4_adamw_config optim;
   int batch;              /* sequences per micro-batch */
   int grad_accum;         /* micro-batches per optimizer step */
@@ -71,6 +83,26 @@ typedef struct {
 } ufp4_train_config;
 
 ufp4_train_config ufp4_train_config_default(void);
+
+/* A recipe schedule: "SPEC@AT,SPEC@AT,..." (e.g. "ufp4@0,bf16@0.9" or "nvfp4,rht=none@0,bf16@900"):
+ * phase i runs recipe SPEC_i from the step AT_i on, until the next phase. AT is a step number (an
+ * integer, 0-based: the number of steps done before the switch) or, written with a '.' , a
+ * fraction of the run's steps, rounded to the nearest step. The first phase starts at 0 and the
+ * starts increase strictly; a phase may start at or after the last step (a run trained in sittings
+ * with a growing --steps reaches it later; a fraction moves with --steps, a step number does not).
+ * A spec holds commas but no '@', so each phase ends at its '@AT'. */
+#define UFP4_MAX_PHASES 16
+typedef struct {
+  int n;
+  int start[UFP4_MAX_PHASES];     /* the first step (0-based) of each phase */
+  char spec[UFP4_MAX_PHASES][512];
+} ufp4_recipe_schedule;
+/* Parses text for a run of `steps` steps; UFP4_EINVAL naming what is wrong. Each spec must parse. */
+int ufp4_schedule_parse(const char *text, int steps, ufp4_recipe_schedule *out);
+/* The phase that runs step `step` (0-based). */
+int ufp4_schedule_phase(const ufp4_recipe_schedule *s, int step);
+/* The run's schedule: cfg->schedule parsed, or, without one, cfg->recipe as a single phase. */
+int ufp4_train_schedule(const ufp4_train_config *cfg, ufp4_recipe_schedule *out);
 /* Sets cfg->out_dir to dir; UFP4_EINVAL, naming dir, when it does not fit (it is never cut short,
  * which would train into another folder). */
 int ufp4_train_set_out_dir(ufp4_train_config *cfg, const char *dir);

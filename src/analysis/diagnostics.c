@@ -64,6 +64,7 @@ typedef struct {
 /* "q".."down" for dense projections, "expert3.gate" or "shared.up" for MoE ones (moe.h ids). */
 static const char *proj_label(const probe_state *s, int proj, char *buf, size_t size) {
   if (proj >= 0 && proj < 7) return proj_names[proj];
+  if (proj == UFP4_PROJ_HEAD) return "lm_head"; /* a quantized head (layer -1) */
   int e = (proj - 8) / 3, k = (proj - 8) % 3;
   if (proj < 8) snprintf(buf, size, "proj%d", proj);
   else if (e == s->n_experts) snprintf(buf, size, "shared.%s", kind_names[k]);

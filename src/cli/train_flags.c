@@ -18,7 +18,10 @@ static void default_text(const ufp4_train_field *f, const ufp4_train_config *def
   buf[0] = '\0';
   switch (f->kind) {
   case UFP4_CFG_TEXT:
-  case UFP4_CFG_RECIPE: snprintf(buf, size, " (default %s)", at); return;
+  case UFP4_CFG_RECIPE:
+    if (*at) snprintf(buf, size, " (default %s)", at); /* "" (no schedule) says nothing */
+    return;
+  case UFP4_CFG_OVERRIDES: return;
   case UFP4_CFG_POLICY:
     snprintf(buf, size, " (default %s)",
              *(const ufp4_nan_policy *)at == UFP4_NAN_STOP ? "stop" : "skip");
@@ -56,6 +59,22 @@ static int parse_seed(const char *cmd, const ufp4_train_field *f, const char *v,
   return 0;
 }
 
+/* --override PATTERN=SPEC: one more item of the ';'-joined list (its pattern and spec are
+ * checked when the run resolves them against the model). */
+static int append_override(const char *cmd, const ufp4_train_field *f, const char *v, char *at) {
+  const size_t len = strlen(at);
+  if (!strchr(v, '=') || strchr(v, ';')) {
+    fprintf(stderr, "ufp4 %s: %s: expected PATTERN=SPEC without ';', not '%s'\n", cmd, f->flag, v);
+    return -1;
+  }
+  if (len + strlen(v) + 2 > f->size) {
+    fprintf(stderr, "ufp4 %s: %s: too many overrides (under %zu bytes in all)\n", cmd, f->flag, f->size);
+    return -1;
+  }
+  snprintf(at + len, f->size - len, "%s%s", len ? ";" : "", v);
+  return 0;
+}
+
 /* Parses v into the member of f; 0 or -1 (message printed). */
 static int parse_value(const char *cmd, const ufp4_train_field *f, const char *v,
                        ufp4_train_config *cfg) {
@@ -82,6 +101,7 @@ static int parse_value(const char *cmd, const ufp4_train_field *f, const char *v
     }
     strcpy(at, v);
     return 0;
+  case UFP4_CFG_OVERRIDES: return append_override(cmd, f, v, at);
   case UFP4_CFG_POLICY:
     if (strcmp(v, "skip") && strcmp(v, "stop")) {
       fprintf(stderr, "ufp4 %s: %s: expected skip or stop, not '%s'\n", cmd, f->flag, v);

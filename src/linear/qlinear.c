@@ -17,8 +17,9 @@ size_t ufp4_linear_scratch_floats(size_t n, size_t in, size_t out) {
   return m > wgrad ? m : wgrad;
 }
 
-static ufp4_precision layer_precision(const ufp4_linear_ctx *ctx) {
-  return ctx->high_precision ? UFP4_PREC_FP32 : ctx->recipe->precision;
+/* The precision of GEMM g of this layer (both its operands). */
+static ufp4_precision gemm_precision(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g) {
+  return ctx->high_precision ? UFP4_PREC_FP32 : ufp4_recipe_gemm_precision(ctx->recipe, g);
 }
 
 /* Writes operand `op` (rows x cols after the optional transpose of src) into dst, rounded as the
@@ -26,7 +27,7 @@ static ufp4_precision layer_precision(const ufp4_linear_ctx *ctx) {
 static int prepare(const ufp4_linear_ctx *ctx, ufp4_operand op, const float *src, int transpose, size_t rows,
                    size_t cols, float *dst) {
   size_t n = rows * cols;
-  if (layer_precision(ctx) == UFP4_PREC_BF16) {
+  if (gemm_precision(ctx, ufp4_operand_gemm(op)) == UFP4_PREC_BF16) {
     if (transpose) ufp4_transpose_round_bf16(src, dst, cols, rows);
     else ufp4_round_bf16_copy(src, dst, n);
     return 0;
@@ -99,7 +100,8 @@ static int gemm(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, ufp4_operand opa, 
                 ufp4_operand opb, const float *B, int tb, float *C, size_t m, size_t n2, size_t k, float beta,
                 float *scratch, const float *a_ready, const float *b_ready) {
   double t0 = ctx->times ? ufp4_now_s() : 0.0;
-  if (layer_precision(ctx) == UFP4_PREC_FP32 && !(ta && !tb)) {
+  const ufp4_precision p = gemm_precision(ctx, g);
+  if (p == UFP4_PREC_FP32 && !(ta && !tb)) {
     /* No rounding: the stored operands feed the GEMM directly, in their natural orientation. */
     if (!ta && !tb) ufp4_sgemm_abt(A, B, C, m, n2, k, beta);
     else if (!ta) ufp4_sgemm_ab(A, B, C, m, n2, k, beta);
@@ -109,14 +111,14 @@ static int gemm(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, ufp4_operand opa, 
   }
   const float *a = a_ready ? a_ready : scratch, *b = b_ready ? b_ready : scratch + m * k;
   int rc;
-  if (layer_precision(ctx) == UFP4_PREC_FP32) { /* A^T B^T: not an orientation gemm.h has */
+  if (p == UFP4_PREC_FP32) { /* A^T B^T: not an orientation gemm.h has */
     ufp4_transpose(A, scratch, k, m);
     memcpy(scratch + m * k, B, n2 * k * sizeof *scratch);
   } else if ((!a_ready && (rc = prepare(ctx, opa, A, ta, m, k, scratch))) ||
              (!b_ready && (rc = prepare(ctx, opb, B, tb, n2, k, scratch + m * k)))) {
     return rc;
   }
-  if (ctx->probe && ctx->probe->gemm && layer_precision(ctx) != UFP4_PREC_FP32 &&
+  if (ctx->probe && ctx->probe->gemm && p != UFP4_PREC_FP32 &&
       (rc = probe_gemm(ctx, g, A, ta, B, tb, m, n2, k, a, b)))
     return rc;
   lap(ctx, &t0, 1);
@@ -129,11 +131,12 @@ static int gemm(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, ufp4_operand opa, 
  * each: the same recipe, precision and RHT signs, no probe (it reports each projection's operand),
  * and not stochastic rounding, whose bits come from each projection's own stream. */
 static int shares(const ufp4_linear_ctx *ctx, int n_proj, ufp4_operand op) {
-  const ufp4_precision p = layer_precision(&ctx[0]);
+  const ufp4_gemm_kind g = ufp4_operand_gemm(op);
+  const ufp4_precision p = gemm_precision(&ctx[0], g);
   if (p == UFP4_PREC_FP32 || ctx[0].probe) return 0;
   if (p == UFP4_PREC_FP4 && ufp4_round_is_stochastic(ufp4_recipe_operand_format(ctx[0].recipe, op).round)) return 0;
   for (int i = 1; i < n_proj; i++)
-    if (layer_precision(&ctx[i]) != p || ctx[i].recipe != ctx[0].recipe || ctx[i].rht_signs != ctx[0].rht_signs ||
+    if (gemm_precision(&ctx[i], g) != p || ctx[i].recipe != ctx[0].recipe || ctx[i].rht_signs != ctx[0].rht_signs ||
         ctx[i].probe)
       return 0;
   return 1;

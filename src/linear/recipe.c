@@ -140,8 +140,26 @@ static int parse_int(const char *key, const char *value, int lo, int hi, int *ou
 
 static int is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
+static const char *const precision_names[] = {"fp32", "bf16", "fp4"};
+
+/* fprop=/dgrad=/wgrad=: P or `recipe` (back to the preset's precision). */
+static int apply_gemm(ufp4_recipe *r, ufp4_gemm_kind g, const char *value) {
+  if (!strcmp(value, "recipe")) {
+    r->gemm_precision[g] = 0;
+    return 0;
+  }
+  for (int p = UFP4_PREC_FP32; p <= UFP4_PREC_FP4; p++)
+    if (!strcmp(value, precision_names[p])) {
+      r->gemm_precision[g] = (unsigned char)(p + 1);
+      return 0;
+    }
+  return ufp4_fail(UFP4_EINVAL, "recipe: %s=%s: expected fp32, bf16, fp4 or recipe", gemm_names[g], value);
+}
+
 static int apply(ufp4_recipe *r, const char *key, const char *value) {
   int v;
+  for (int g = 0; g < UFP4_N_GEMMS; g++)
+    if (!strcmp(key, gemm_names[g])) return apply_gemm(r, (ufp4_gemm_kind)g, value);
   if (!strcmp(key, "grid")) return ufp4_grid_parse(value, &r->grid);
   if (!strcmp(key, "scale")) return ufp4_scale_parse(value, &r->scale);
   if (!strcmp(key, "round")) {
@@ -201,16 +219,22 @@ static int check(const ufp4_recipe *r) {
   return 0;
 }
 
-int ufp4_recipe_parse(const char *spec, ufp4_recipe *r) {
+/* Parses spec onto *r: from its preset, or, when partial is allowed and the first item is a
+ * key=value pair, from *r as it is. */
+static int parse_onto(const char *spec, ufp4_recipe *r, int partial) {
   if (!spec || !*spec) return ufp4_fail(UFP4_EINVAL, "recipe: empty spec");
   char buf[512];
   if (strlen(spec) >= sizeof buf) return ufp4_fail(UFP4_EINVAL, "recipe: spec too long");
   strcpy(buf, spec);
   char *save = NULL;
   char *tok = strtok_r(buf, ",", &save);
-  int rc = preset(tok, r);
-  if (rc) return rc;
-  while ((tok = strtok_r(NULL, ",", &save))) {
+  int rc = 0;
+  if (!tok) return ufp4_fail(UFP4_EINVAL, "recipe: empty spec '%s'", spec);
+  if (!partial || !strchr(tok, '=')) {
+    if ((rc = preset(tok, r))) return rc;
+    tok = strtok_r(NULL, ",", &save);
+  }
+  for (; tok; tok = strtok_r(NULL, ",", &save)) {
     char *eq = strchr(tok, '=');
     if (!eq || eq == tok || !eq[1])
       return ufp4_fail(UFP4_EINVAL, "recipe: '%s' is not key=value", tok);
@@ -218,6 +242,25 @@ int ufp4_recipe_parse(const char *spec, ufp4_recipe *r) {
     if ((rc = apply(r, tok, eq + 1))) return rc;
   }
   return check(r);
+}
+
+int ufp4_recipe_parse(const char *spec, ufp4_recipe *r) { return parse_onto(spec, r, 0); }
+
+int ufp4_recipe_apply(const char *spec, ufp4_recipe *r) {
+  ufp4_recipe t = *r;
+  int rc = parse_onto(spec, &t, 1);
+  if (!rc) *r = t;
+  return rc;
+}
+
+ufp4_precision ufp4_recipe_gemm_precision(const ufp4_recipe *r, ufp4_gemm_kind g) {
+  return r->gemm_precision[g] ? (ufp4_precision)(r->gemm_precision[g] - 1) : r->precision;
+}
+
+int ufp4_recipe_quantizes(const ufp4_recipe *r) {
+  for (int g = 0; g < UFP4_N_GEMMS; g++)
+    if (ufp4_recipe_gemm_precision(r, (ufp4_gemm_kind)g) == UFP4_PREC_FP4) return 1;
+  return 0;
 }
 
 static void mask_string(unsigned mask, const char *const *names, int n, char *out, size_t size) {
@@ -231,21 +274,33 @@ static void mask_string(unsigned mask, const char *const *names, int n, char *ou
     if (mask & (1u << i)) len += (size_t)snprintf(out + len, len < size ? size - len : 0, "%s%s", len ? "+" : "", names[i]);
 }
 
+/* ",fprop=bf16" for each GEMM with its own precision; "" when none has (the format of every recipe
+ * before per-GEMM keys existed, so their config.json files keep their text). */
+static void gemm_keys(const ufp4_recipe *r, char *out, size_t size) {
+  size_t len = 0;
+  out[0] = '\0';
+  for (int g = 0; g < UFP4_N_GEMMS; g++)
+    if (r->gemm_precision[g])
+      len += (size_t)snprintf(out + len, len < size ? size - len : 0, ",%s=%s", gemm_names[g],
+                              precision_names[r->gemm_precision[g] - 1]);
+}
+
 void ufp4_recipe_format(const ufp4_recipe *r, char *buf, size_t size) {
-  char sr[96], rht[64];
+  char sr[96], rht[64], gk[64];
   mask_string(r->sr_mask, operand_names, UFP4_N_OPERANDS, sr, sizeof sr);
   mask_string(r->rht_mask, gemm_names, UFP4_N_GEMMS, rht, sizeof rht);
-  if (r->precision != UFP4_PREC_FP4) {
-    snprintf(buf, size, "%s,keep_first=%d,keep_last=%d", r->precision == UFP4_PREC_BF16 ? "bf16" : "fp32",
-             r->keep_first, r->keep_last);
+  gemm_keys(r, gk, sizeof gk);
+  if (r->precision != UFP4_PREC_FP4 && !ufp4_recipe_quantizes(r)) {
+    snprintf(buf, size, "%s,keep_first=%d,keep_last=%d%s", precision_names[r->precision], r->keep_first,
+             r->keep_last, gk);
     return;
   }
   snprintf(buf, size,
            "%s,grid=%s,scale=%s,block=%d,round=%s,sr=%s,sr_bits=%d,sr_prescale=%g,rht=%s,rht_n=%d,"
-           "rht_signs=%s,tile2d=%d,keep_first=%d,keep_last=%d",
+           "rht_signs=%s,tile2d=%d,keep_first=%d,keep_last=%d%s",
            r->name, ufp4_grid_get(r->grid)->name, ufp4_scale_name(r->scale), r->block, ufp4_round_name(r->round),
            sr, r->sr_bits, (double)r->sr_prescale, rht, r->rht_n,
-           r->rht_signs == UFP4_SIGNS_NVIDIA ? "nvidia" : "random", r->tile2d, r->keep_first, r->keep_last);
+           r->rht_signs == UFP4_SIGNS_NVIDIA ? "nvidia" : "random", r->tile2d, r->keep_first, r->keep_last, gk);
 }
 
 ufp4_qformat ufp4_recipe_operand_format(const ufp4_recipe *r, ufp4_operand op) {

@@ -49,8 +49,16 @@ struct ufp4_model {
   float *d_resid, *d_ln, *d_q, *d_k, *d_v, *d_ao, *d_gate, *d_up, *d_act, *d_qpre, *d_kpre;
   int32_t *tokens;
   int last_B, last_T, have_targets;
-  ufp4_recipe recipe;
-  float rht_signs[UFP4_RHT_MAX];
+  /* Recipes (ufp4_model_set_recipes): the distinct ones with their RHT signs, and per projection
+   * (ufp4_model_projections' order) the index of its own; a block's projections start at
+   * layer_proj[l]. moe_rec / moe_signs: per MoE layer, EXPERT_SLOTS(E) pointers into them. */
+  ufp4_recipe *rtab;
+  float (*rsigns)[UFP4_RHT_MAX];
+  int n_rtab, n_proj;
+  int *proj_rec, *layer_proj;
+  const ufp4_recipe **moe_rec;
+  const float **moe_signs;
+  float *head_scratch; /* a quantized lm_head's linear-layer scratch; NULL when it runs fp32 */
   uint64_t recipe_seed, step;
   int rank;
   int all_fp32;
@@ -275,6 +283,16 @@ static int alloc_inputs(ufp4_model *m) {
   return ufp4_rope_init(m->rope_cos, m->rope_sin, (int)d.T, (int)d.D, m->c.rope_theta);
 }
 
+static void free_recipes(ufp4_model *m) {
+  free(m->rtab);
+  free(m->rsigns);
+  free(m->proj_rec);
+  free(m->layer_proj);
+  free(m->moe_rec);
+  free(m->moe_signs);
+  free(m->head_scratch);
+}
+
 /* Everything but the configuration, in allocation order. */
 static int build(ufp4_model *m) {
   int rc;
@@ -285,7 +303,9 @@ static int build(ufp4_model *m) {
   if ((rc = alloc_carved(m, carve_scratch, &m->scratch_block, &m->scratch_floats))) return rc;
   if ((rc = alloc_inputs(m))) return rc;
   /* Until ufp4_model_set_recipe: every projection in plain fp32. */
-  return ufp4_recipe_parse("fp32", &m->recipe);
+  ufp4_recipe fp32;
+  if ((rc = ufp4_recipe_parse("fp32", &fp32))) return rc;
+  return ufp4_model_set_recipe(m, &fp32, 0);
 }
 
 int ufp4_model_create(ufp4_model **out, const ufp4_model_config *c, int B) {
@@ -324,6 +344,7 @@ void ufp4_model_free(ufp4_model *m) {
   free(m->rope_sin);
   free(m->tokens);
   free(m->targets);
+  free_recipes(m);
   free(m);
 }
 
@@ -395,13 +416,117 @@ void ufp4_model_init(ufp4_model *m, uint64_t seed) {
 }
 
 int ufp4_model_set_recipe(ufp4_model *m, const ufp4_recipe *r, uint64_t seed) {
-  m->recipe = *r;
-  m->recipe_seed = seed;
-  if (r->rht_signs == UFP4_SIGNS_NVIDIA)
-    memcpy(m->rht_signs, ufp4_rht_signs_nvidia16, sizeof ufp4_rht_signs_nvidia16);
-  else
-    ufp4_rht_signs_random(m->rht_signs, r->rht_n, seed);
+  return ufp4_model_set_recipes(m, r, NULL, seed);
+}
+
+/* Expert e's GEMM k (0 gate, 1 up, 2 down) among its block's projections: after the attention four,
+ * the experts' three each, the shared expert (e = E) last. */
+#define EXPERT_SLOTS(E) (3 * ((size_t)(E) + 1))
+#define EXPERT_PROJ(e, k) (UFP4_PROJ_GATE + 3 * (e) + (k))
+
+/* The distinct recipes of per (by canonical text), each with its signs, and the index of each
+ * projection's; into a fresh model state `t` that replaces m's only when all of it was built. */
+static int build_recipes(ufp4_model *t, const ufp4_recipe *per, uint64_t seed) {
+  const int n = t->n_proj;
+  char(*text)[512] = malloc(sizeof *text * (size_t)n);
+  int *first = malloc(sizeof *first * (size_t)n); /* a projection of each distinct recipe */
+  t->rtab = malloc(sizeof *t->rtab * (size_t)n);
+  t->rsigns = malloc(sizeof *t->rsigns * (size_t)n);
+  t->proj_rec = malloc(sizeof *t->proj_rec * (size_t)n);
+  int rc = (!text || !first || !t->rtab || !t->rsigns || !t->proj_rec)
+               ? ufp4_fail(UFP4_ENOMEM, "model: out of memory for %d projection recipes", n) : 0;
+  for (int i = 0; !rc && i < n; i++) {
+    ufp4_recipe_format(&per[i], text[i], sizeof text[i]);
+    int d = 0;
+    while (d < t->n_rtab && strcmp(text[first[d]], text[i])) d++;
+    if (d < t->n_rtab) {
+      t->proj_rec[i] = d;
+      continue;
+    }
+    const int k = t->n_rtab++;
+    first[k] = i;
+    t->rtab[k] = per[i];
+    t->proj_rec[i] = k;
+    if (per[i].rht_signs == UFP4_SIGNS_NVIDIA)
+      memcpy(t->rsigns[k], ufp4_rht_signs_nvidia16, sizeof ufp4_rht_signs_nvidia16);
+    else
+      ufp4_rht_signs_random(t->rsigns[k], per[i].rht_n, seed);
+  }
+  free(text);
+  free(first);
+  return rc;
+}
+
+/* The expert pointer arrays of the MoE layers, and the head's scratch when it is quantized. */
+static int bind_recipes(ufp4_model *m, ufp4_model *t) {
+  const ufp4_model_config *c = &m->c;
+  const size_t E = c->moe_experts > 0 ? (size_t)c->moe_experts : 0;
+  t->layer_proj = malloc(sizeof *t->layer_proj * (size_t)c->n_layers);
+  t->moe_rec = calloc((size_t)c->n_layers * EXPERT_SLOTS(E), sizeof *t->moe_rec);
+  t->moe_signs = calloc((size_t)c->n_layers * EXPERT_SLOTS(E), sizeof *t->moe_signs);
+  if (!t->layer_proj || !t->moe_rec || !t->moe_signs)
+    return ufp4_fail(UFP4_ENOMEM, "model: out of memory for the projection recipes");
+  int at = 0;
+  for (int l = 0; l < c->n_layers; l++) {
+    t->layer_proj[l] = at;
+    if (!m->moe[l]) {
+      at += UFP4_N_PROJ;
+      continue;
+    }
+    const size_t slots = 3 * (E + (c->moe_shared_ffn > 0 ? 1 : 0));
+    for (size_t s = 0; s < slots; s++) {
+      const int k = t->proj_rec[at + UFP4_PROJ_GATE + (int)s];
+      t->moe_rec[(size_t)l * EXPERT_SLOTS(E) + s] = &t->rtab[k];
+      t->moe_signs[(size_t)l * EXPERT_SLOTS(E) + s] = t->rsigns[k];
+    }
+    at += UFP4_PROJ_GATE + (int)slots;
+  }
+  const ufp4_recipe *head = &t->rtab[t->proj_rec[t->n_proj - 1]];
+  int rounded = 0; /* an fp32 head keeps the plain SGEMMs, and their bits */
+  for (int g = 0; g < UFP4_N_GEMMS; g++)
+    rounded |= ufp4_recipe_gemm_precision(head, (ufp4_gemm_kind)g) != UFP4_PREC_FP32;
+  if (rounded) {
+    const size_t BT = (size_t)m->B * (size_t)c->seq_len;
+    t->head_scratch = malloc(sizeof(float) * ufp4_linear_scratch_floats(BT, (size_t)c->d_model, (size_t)c->vocab));
+    if (!t->head_scratch) return ufp4_fail(UFP4_ENOMEM, "model: out of memory for a quantized lm_head");
+  }
   return 0;
+}
+
+int ufp4_model_set_recipes(ufp4_model *m, const ufp4_recipe *base, const char *overrides, uint64_t seed) {
+  ufp4_model t = {0};
+  t.n_proj = ufp4_model_projection_count(&m->c);
+  ufp4_recipe *per = malloc(sizeof *per * (size_t)t.n_proj);
+  int rc = per ? ufp4_model_resolve_recipes(&m->c, base, overrides, per)
+               : ufp4_fail(UFP4_ENOMEM, "model: out of memory for the projection recipes");
+  if (!rc) rc = build_recipes(&t, per, seed);
+  if (!rc) rc = bind_recipes(m, &t);
+  free(per);
+  if (rc) {
+    free_recipes(&t);
+    return rc;
+  }
+  free_recipes(m);
+  m->rtab = t.rtab;
+  m->rsigns = t.rsigns;
+  m->n_rtab = t.n_rtab;
+  m->n_proj = t.n_proj;
+  m->proj_rec = t.proj_rec;
+  m->layer_proj = t.layer_proj;
+  m->moe_rec = t.moe_rec;
+  m->moe_signs = t.moe_signs;
+  m->head_scratch = t.head_scratch;
+  m->recipe_seed = seed;
+  for (int l = 0; l < m->c.n_layers; l++)
+    if (m->moe[l]) {
+      const size_t at = (size_t)l * EXPERT_SLOTS(m->c.moe_experts);
+      ufp4_moe_set_expert_recipes(m->moe[l], m->moe_rec + at, m->moe_signs + at);
+    }
+  return 0;
+}
+
+const ufp4_recipe *ufp4_model_projection_recipe(const ufp4_model *m, int i) {
+  return &m->rtab[m->proj_rec[i]];
 }
 
 void ufp4_model_set_high_precision(ufp4_model *m, int on) { m->all_fp32 = on; }
@@ -433,28 +558,39 @@ int ufp4_model_check_streams(const ufp4_model_config *c, uint64_t steps, int mic
                                .rank = (uint32_t)world - 1,
                                .layer = (uint32_t)c->n_layers - 1,
                                .expert = last_expert,
-                               .proj = UFP4_N_PROJ - 1,
+                               .proj = UFP4_PROJ_HEAD,
                                .operand = UFP4_N_OPERANDS - 1};
   return ufp4_stream_check(&last);
 }
 
-/* Projection `proj` of layer l: fp32 in kept blocks, its stochastic-rounding stream (an MoE block
- * derives its experts' from the gate projection's). */
-static ufp4_linear_ctx proj_ctx(ufp4_model *m, int l, ufp4_proj proj) {
-  const int L = m->c.n_layers;
-  const int kept = l < m->recipe.keep_first || l >= L - m->recipe.keep_last;
-  ufp4_linear_ctx ctx = {.recipe = &m->recipe,
-                         .high_precision = m->all_fp32 || kept,
+/* The context of projection `slot` of the model (ufp4_model_projections' order), running as
+ * block l's projection `proj` for its stochastic-rounding stream (an MoE block derives its experts'
+ * from the gate projection's, and its recipes from ufp4_moe_set_expert_recipes). */
+static ufp4_linear_ctx slot_ctx(ufp4_model *m, int slot, int l, int proj) {
+  const int k = m->proj_rec[slot];
+  ufp4_linear_ctx ctx = {.recipe = &m->rtab[k],
+                         .high_precision = m->all_fp32,
                          .stream = {.seed = m->recipe_seed,
                                     .step = m->step,
                                     .rank = (uint32_t)m->rank,
                                     .layer = (uint32_t)l,
                                     .proj = (uint32_t)proj},
-                         .rht_signs = m->rht_signs,
+                         .rht_signs = m->rsigns[k],
                          .probe = m->probe,
                          .layer = l,
                          .proj = proj,
                          .times = m->timing ? &m->lin_times : NULL};
+  return ctx;
+}
+
+static ufp4_linear_ctx proj_ctx(ufp4_model *m, int l, ufp4_proj proj) {
+  return slot_ctx(m, m->layer_proj[l] + (int)proj, l, (int)proj);
+}
+
+/* lm_head: stream layer 0 with the projection id no block uses; the probe sees it as layer -1. */
+static ufp4_linear_ctx head_ctx(ufp4_model *m) {
+  ufp4_linear_ctx ctx = slot_ctx(m, m->n_proj - 1, 0, UFP4_PROJ_HEAD);
+  ctx.layer = -1;
   return ctx;
 }
 
@@ -551,7 +687,12 @@ static int forward(ufp4_model *m, const int32_t *tokens, const int32_t *targets,
   double th = tick(m);
   const float *top = m->resid + (size_t)c->n_layers * BT * C;
   CHECK(ufp4_rmsnorm_forward(m->lnf, m->rstdf, top, m->w_norm, (int)BT, C, c->rms_eps));
-  ufp4_sgemm_abt(m->lnf, m->w_head, m->logits, BT, (size_t)V, (size_t)C, 0.0f);
+  if (!m->head_scratch || m->all_fp32) {
+    ufp4_sgemm_abt(m->lnf, m->w_head, m->logits, BT, (size_t)V, (size_t)C, 0.0f);
+  } else {
+    const ufp4_linear_ctx hc = head_ctx(m);
+    CHECK(ufp4_linear_forward(&hc, m->lnf, m->w_head, m->logits, BT, (size_t)C, (size_t)V, m->head_scratch));
+  }
   m->have_targets = targets != NULL;
   if (targets) {
     memcpy(m->targets, targets, BT * sizeof(int32_t));
@@ -576,8 +717,15 @@ static int backward(ufp4_model *m, float dloss) {
   double th = tick(m);
   /* dlogits overwrite the logits. */
   CHECK(ufp4_cross_entropy_backward(m->logits, m->logits, m->lse, m->targets, dloss, (int)BT, V));
-  ufp4_sgemm_ab(m->logits, m->w_head, m->d_ln, BT, (size_t)C, (size_t)V, 0.0f);
-  ufp4_sgemm_atb(m->logits, m->lnf, m->g_head, (size_t)V, (size_t)C, BT, 1.0f);
+  if (!m->head_scratch || m->all_fp32) {
+    ufp4_sgemm_ab(m->logits, m->w_head, m->d_ln, BT, (size_t)C, (size_t)V, 0.0f);
+    ufp4_sgemm_atb(m->logits, m->lnf, m->g_head, (size_t)V, (size_t)C, BT, 1.0f);
+  } else {
+    const ufp4_linear_ctx hc = head_ctx(m);
+    memset(m->d_ln, 0, BT * C * sizeof(float));
+    CHECK(ufp4_linear_backward(&hc, m->logits, m->lnf, m->w_head, m->d_ln, m->g_head, BT, (size_t)C, (size_t)V,
+                               m->head_scratch));
+  }
   memset(m->d_resid, 0, BT * C * sizeof(float));
   const float *top = m->resid + (size_t)c->n_layers * BT * C;
   CHECK(ufp4_rmsnorm_backward(m->d_resid, m->g_norm, m->d_ln, top, m->w_norm, m->rstdf,

@@ -182,12 +182,30 @@ enum { EXPERT_GATE = 0, EXPERT_UP, EXPERT_DOWN };
 
 /* Expert e's GEMM `kind` (EXPERT_*): the template (the layer's gate projection) with
  * the expert's own streams, projections gate, up, down of expert e, and its probe id. */
-static ufp4_linear_ctx expert_ctx(const ufp4_linear_ctx *t, int e, int kind) {
+static ufp4_linear_ctx expert_ctx(const ufp4_moe *s, const ufp4_linear_ctx *t, int e, int kind) {
   ufp4_linear_ctx c = *t;
+  if (s->expert_recipes) {
+    c.recipe = s->expert_recipes[3 * e + kind];
+    c.rht_signs = s->expert_signs[3 * e + kind];
+  }
   c.stream.proj = t->stream.proj + (uint32_t)kind;
   c.stream.expert = (uint32_t)e;
   c.proj = UFP4_PROJ_EXPERT(e, kind);
   return c;
+}
+
+void ufp4_moe_set_expert_recipes(ufp4_moe *s, const ufp4_recipe *const *recipes, const float *const *signs) {
+  s->expert_recipes = recipes && signs ? recipes : NULL;
+  s->expert_signs = recipes && signs ? signs : NULL;
+}
+
+/* 1 when some expert GEMM runs 4-bit operands: then every group is padded. */
+static int any_quantized(const ufp4_moe *s, const ufp4_linear_ctx *ctx) {
+  if (!s->expert_recipes) return ufp4_recipe_quantizes(ctx->recipe);
+  const int slots = 3 * (s->cfg.n_experts + (s->cfg.shared_ffn > 0 ? 1 : 0));
+  for (int i = 0; i < slots; i++)
+    if (ufp4_recipe_quantizes(s->expert_recipes[i])) return 1;
+  return 0;
 }
 
 static int check_tensors(const ufp4_moe *s, const ufp4_moe_tensors *w, const char *what) {
@@ -205,8 +223,8 @@ static int check_tensors(const ufp4_moe *s, const ufp4_moe_tensors *w, const cha
 static int mlp_forward(ufp4_moe *s, const ufp4_linear_ctx *tmpl, int e, const float *X, const float *Wg,
                        const float *Wu, const float *Wd, float *h, float *u, float *a, float *y, size_t n, int F) {
   const size_t C = (size_t)s->C;
-  ufp4_linear_ctx cg = expert_ctx(tmpl, e, EXPERT_GATE), cu = expert_ctx(tmpl, e, EXPERT_UP),
-                  cd = expert_ctx(tmpl, e, EXPERT_DOWN);
+  ufp4_linear_ctx cg = expert_ctx(s, tmpl, e, EXPERT_GATE), cu = expert_ctx(s, tmpl, e, EXPERT_UP),
+                  cd = expert_ctx(s, tmpl, e, EXPERT_DOWN);
   CHECK(ufp4_linear_forward(&cg, X, Wg, h, n, C, (size_t)F, s->lin_scratch));
   CHECK(ufp4_linear_forward(&cu, X, Wu, u, n, C, (size_t)F, s->lin_scratch));
   CHECK(ufp4_swiglu_forward(a, h, u, (int)n, F));
@@ -219,8 +237,8 @@ static int mlp_backward(ufp4_moe *s, const ufp4_linear_ctx *tmpl, int e, const f
                         const float *Wg, const float *Wu, const float *Wd, const float *h, const float *u,
                         const float *a, float *dX, float *gWg, float *gWu, float *gWd, size_t n, int F) {
   const size_t C = (size_t)s->C, nf = n * (size_t)F;
-  ufp4_linear_ctx cg = expert_ctx(tmpl, e, EXPERT_GATE), cu = expert_ctx(tmpl, e, EXPERT_UP),
-                  cd = expert_ctx(tmpl, e, EXPERT_DOWN);
+  ufp4_linear_ctx cg = expert_ctx(s, tmpl, e, EXPERT_GATE), cu = expert_ctx(s, tmpl, e, EXPERT_UP),
+                  cd = expert_ctx(s, tmpl, e, EXPERT_DOWN);
   memset(s->d_a, 0, nf * sizeof(float));
   CHECK(ufp4_linear_backward(&cd, dY, a, Wd, s->d_a, gWd, n, (size_t)F, C, s->lin_scratch));
   memset(s->d_h, 0, nf * sizeof(float));
@@ -243,7 +261,7 @@ int ufp4_moe_forward(ufp4_moe *s, const ufp4_moe_tensors *w, const ufp4_linear_c
   /* Only 4-bit operands have blocks that padding keeps apart; under fp32/bf16 the GEMMs run on the
    * unpadded rows, which keeps E = 1 equal to the dense layer at any N (OpenBLAS may sum a longer
    * reduction in another order even when the extra terms are zeros). */
-  s->quant = !ctx->high_precision && ctx->recipe->precision == UFP4_PREC_FP4;
+  s->quant = !ctx->high_precision && any_quantized(s, ctx);
   s->shared_rows = s->quant ? moe_pad_rows(N) : N;
   /* The router and the shared expert need every token again in backward; a copy keeps the
    * caller free to reuse x, and its zero tail is the shared expert's padding. */

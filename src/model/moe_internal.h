@@ -9,6 +9,9 @@
 
 struct ufp4_moe {
   ufp4_moe_config cfg;
+  /* ufp4_moe_set_expert_recipes: per expert GEMM, or NULL (the template's) */
+  const ufp4_recipe *const *expert_recipes;
+  const float *const *expert_signs;
   int C;
   size_t max_tokens, max_rows, max_group; /* tokens; grouped rows (all experts); rows of one group */
   size_t N;                               /* tokens of the last forward */

@@ -2,6 +2,7 @@
 #include "ufp4/compare.h"
 
 #include <stdint.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,7 +34,9 @@ ufp4_compare_options ufp4_compare_options_default(void) {
   return o;
 }
 
-/* Appends spec unless it is already listed; it must parse as a recipe. */
+/* Appends spec unless it is already listed; it must parse as a recipe, or as a schedule
+ * ("e2m1@0,bf16@0.9", ufp4_schedule_parse; whether its steps fit the run is checked when it
+ * trains). */
 static int add_recipe(recipe_list *l, const char *spec) {
   for (int i = 0; i < l->n; i++)
     if (!strcmp(l->spec[i], spec)) return 0;
@@ -42,7 +45,11 @@ static int add_recipe(recipe_list *l, const char *spec) {
   if (strlen(spec) >= sizeof l->spec[0])
     return ufp4_fail(UFP4_EINVAL, "compare: recipe spec too long: %s", spec);
   ufp4_recipe r;
-  int rc = ufp4_recipe_parse(spec, &r);
+  ufp4_recipe_schedule *sched = strchr(spec, '@') ? malloc(sizeof *sched) : NULL;
+  int rc = !strchr(spec, '@') ? ufp4_recipe_parse(spec, &r)
+           : sched            ? ufp4_schedule_parse(spec, INT_MAX, sched)
+                              : ufp4_fail(UFP4_ENOMEM, "compare: out of memory");
+  free(sched);
   if (rc) return rc;
   strcpy(l->spec[l->n++], spec);
   return 0;
@@ -129,7 +136,10 @@ static int run_config(void *ctx, int j, ufp4_train_config *cfg) {
   *cfg = g->base;
   cfg->seed = g->base.seed + (uint64_t)s;
   const char *spec = g->list->spec[j % g->list->n];
-  snprintf(cfg->recipe, sizeof cfg->recipe, "%.511s", spec);
+  /* A schedule is the run's schedule, and its first phase the run's recipe. */
+  const char *at = strchr(spec, '@');
+  snprintf(cfg->recipe, sizeof cfg->recipe, "%.*s", at ? (int)(at - spec) : 511, spec);
+  snprintf(cfg->schedule, sizeof cfg->schedule, "%s", at ? spec : "");
   char name[400];
   rpt_recipe_dir_name(spec, name, sizeof name);
   char dir[sizeof cfg->out_dir + 1];
@@ -150,7 +160,7 @@ static int grid_run(grid *g, int j) {
   ufp4_train_config cfg;
   int rc = run_config(g, j, &cfg);
   if (rc) return rc;
-  const char *spec = cfg.recipe;
+  const char *spec = cfg.schedule[0] ? cfg.schedule : cfg.recipe; /* the entry, as listed */
   if (ufp4_run_share_mine(&g->share, j)) {
     const int train = g->fate[j] != UFP4_RESUME_DONE;
     snprintf(cfg.progress_label, sizeof cfg.progress_label, "run %d/%d %.60s seed %llu%s",

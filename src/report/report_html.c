@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "report/report_load.h"
 #include "report/report_text.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
@@ -174,6 +175,22 @@ static int verdict_html(ufp4_strbuf *b, const ufp4_report *r, const char *plot_d
   return rc;
 }
 
+/* The per-projection tables of the recipes that have one (overrides or a schedule). */
+static void projections_html(ufp4_strbuf *b, const ufp4_report *r) {
+  int head = 0;
+  for (size_t i = 0; i < r->n_recipes; i++) {
+    char *t = rpt_recipe_projection_table(r, i);
+    if (!t) continue;
+    if (!head++) ufp4_strbuf_puts(b, "<h2>Recipes by projection (overrides and schedules)</h2>\n");
+    ufp4_strbuf_puts(b, "<h3><code>");
+    rpt_html_escape(b, r->recipes[i].recipe);
+    ufp4_strbuf_puts(b, "</code></h3>\n<pre>");
+    rpt_html_escape(b, t);
+    ufp4_strbuf_puts(b, "</pre>\n");
+    free(t);
+  }
+}
+
 int rpt_write_html(const ufp4_report *r, const char *path, const char *plot_dir, const rpt_plot *plots, size_t n_plots) {
   ufp4_strbuf b = {0};
   ufp4_strbuf_puts(&b, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>");
@@ -214,6 +231,7 @@ int rpt_write_html(const ufp4_report *r, const char *path, const char *plot_dir,
                c.seeds, c.train, c.val, c.rel, c.gap, c.relgap, c.floor, c.sig);
   }
   ufp4_strbuf_puts(&b, "</table>\n");
+  projections_html(&b, r);
   ufp4_strbuf_puts(&b, "<h2>Runs</h2>\n<table><tr><th class=l>recipe</th><th>seed</th><th>steps logged</th><th>window</th>"
                "<th>final train</th><th>final val</th><th>rel. err</th><th>signed gap</th><th>diagnostics</th>"
                "<th class=l>folder</th></tr>\n");

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/strbuf.h"
 #include "report/report_internal.h"
 #include "report/report_load.h"
 #include "ufp4/error.h"
@@ -46,11 +47,44 @@ int rpt_load_config(const char *dir, char *recipe, size_t recipe_size, long long
            s->valuedouble > 9007199254740992.0)
     rc = ufp4_fail(UFP4_EFORMAT, "%s: \"seed\" must be a non-negative integer", path);
   else {
-    snprintf(recipe, recipe_size, "%s", r->valuestring);
+    /* A scheduled run is its schedule: its "recipe" is only the first phase. */
+    const cJSON *sched = cJSON_GetObjectItemCaseSensitive(j, "schedule");
+    const int has = cJSON_IsString(sched) && sched->valuestring[0];
+    snprintf(recipe, recipe_size, "%s", has ? sched->valuestring : r->valuestring);
     *seed = (long long)s->valuedouble;
   }
   cJSON_Delete(j);
   return rc;
+}
+
+char *rpt_load_projection_table(const char *dir) {
+  char path[4200], *text;
+  size_t size;
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  if (ufp4_read_file(path, 64u << 20, &text, &size)) return NULL;
+  cJSON *j = cJSON_ParseWithLength(text, size);
+  free(text);
+  const cJSON *phases = cJSON_GetObjectItemCaseSensitive(j, "projection_recipes"), *ph;
+  ufp4_strbuf b = {0};
+  if (!cJSON_IsArray(phases)) phases = NULL;
+  cJSON_ArrayForEach(ph, phases) {
+    const cJSON *step = cJSON_GetObjectItemCaseSensitive(ph, "step");
+    const cJSON *lines = cJSON_GetObjectItemCaseSensitive(ph, "recipes"), *line;
+    if (!cJSON_IsNumber(step) || !cJSON_IsArray(lines)) continue;
+    ufp4_strbuf_printf(&b, "from step %d:\n", step->valueint);
+    cJSON_ArrayForEach(line, lines)
+      if (cJSON_IsString(line)) ufp4_strbuf_printf(&b, "  %s\n", line->valuestring);
+  }
+  cJSON_Delete(j);
+  if (!b.oom) return b.s;
+  ufp4_strbuf_free(&b);
+  return NULL;
+}
+
+char *rpt_recipe_projection_table(const ufp4_report *r, size_t recipe) {
+  for (size_t i = 0; i < r->n_runs; i++)
+    if (!strcmp(r->runs[i].recipe, r->recipes[recipe].recipe)) return rpt_load_projection_table(r->runs[i].dir);
+  return NULL;
 }
 
 static int series_push(ufp4_series *s, size_t *cap, int step, double v) {

@@ -8,8 +8,14 @@
 
 /* Reads a whole file (at most max bytes); a failure names the file and `what` it should hold. */
 int rpt_read_file(const char *path, size_t max, const char *what, char **text, size_t *size);
-/* config.json: the "recipe" string and "seed". */
+/* config.json: the "recipe" string (a scheduled run's "schedule" instead) and "seed". */
 int rpt_load_config(const char *dir, char *recipe, size_t recipe_size, long long *seed);
+/* config.json's per-projection recipe table (written for runs with overrides or a schedule) as
+ * text, "from step S:" then its lines indented, malloc'ed; NULL when there is none (or it cannot be
+ * read: the table is shown, never checked). */
+char *rpt_load_projection_table(const char *dir);
+/* The table of recipe `recipe` of r, from its first run's folder (its seeds share the table). */
+char *rpt_recipe_projection_table(const ufp4_report *r, size_t recipe);
 /* metrics.jsonl: train (non-skipped) and val series, sorted by step. A line that is not JSON but
  * says "skipped":true (nan loss) counts as skipped; any other malformed line is an error. */
 int rpt_load_metrics(const char *dir, ufp4_series *train, ufp4_series *val, int *skipped);

@@ -1,7 +1,9 @@
 /* report.md */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 
+#include "report/report_load.h"
 #include "report/report_text.h"
 
 /* Table cells cannot hold '|'. */
@@ -84,6 +86,20 @@ static void verdict_md(ufp4_strbuf *b, const ufp4_report *r, const rpt_plot *plo
   ufp4_strbuf_puts(b, "\n");
 }
 
+/* The per-projection tables of the recipes that have one (overrides or a schedule). */
+static void projections_md(ufp4_strbuf *b, const ufp4_report *r) {
+  int head = 0;
+  for (size_t i = 0; i < r->n_recipes; i++) {
+    char *t = rpt_recipe_projection_table(r, i);
+    if (!t) continue;
+    if (!head++) ufp4_strbuf_puts(b, "\n## Recipes by projection (overrides and schedules)\n");
+    ufp4_strbuf_puts(b, "\n`");
+    md_cell(b, r->recipes[i].recipe);
+    ufp4_strbuf_printf(b, "`:\n\n```\n%s```\n", t);
+    free(t);
+  }
+}
+
 int rpt_write_md(const ufp4_report *r, const char *path, const rpt_plot *plots, size_t n_plots) {
   ufp4_strbuf b = {0};
   ufp4_strbuf_printf(&b, "# %s\n\n", r->title);
@@ -107,6 +123,7 @@ int rpt_write_md(const ufp4_report *r, const char *path, const rpt_plot *plots, 
     ufp4_strbuf_printf(&b, "` | %s | %s | %s | %s | %s | %s | %s | %s |\n", c.seeds, c.train, c.val, c.rel, c.gap, c.relgap,
                c.floor, c.sig);
   }
+  projections_md(&b, r);
   ufp4_strbuf_puts(&b, "\n## Runs\n\n| recipe | seed | steps logged | window | final train | final val | rel. err | signed gap "
                "| diagnostics | folder |\n|---|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
   for (size_t i = 0; i < r->n_runs; i++) {

@@ -30,9 +30,22 @@ static int is_free(const char *key) {
 
 /* Exact equality of two JSON values written by the same writer (cJSON's own comparison lets
  * numbers differ in their last bits, which can change a run). */
+static int first_diff(const cJSON *want, const cJSON *have, const char *prefix, char *key,
+                      size_t size);
+
+/* Arrays (the overrides, the projection table) match element by element. */
 static int same_value(const cJSON *a, const cJSON *b) {
   if (cJSON_IsNumber(a) && cJSON_IsNumber(b)) return a->valuedouble == b->valuedouble;
   if (cJSON_IsString(a) && cJSON_IsString(b)) return !strcmp(a->valuestring, b->valuestring);
+  if (cJSON_IsArray(a) && cJSON_IsArray(b)) {
+    if (cJSON_GetArraySize(a) != cJSON_GetArraySize(b)) return 0;
+    for (const cJSON *x = a->child, *y = b->child; x && y; x = x->next, y = y->next) {
+      char key[8];
+      if (cJSON_IsObject(x) && cJSON_IsObject(y) ? first_diff(x, y, "[].", key, sizeof key) : !same_value(x, y))
+        return 0;
+    }
+    return 1;
+  }
   if (cJSON_IsObject(a) || cJSON_IsArray(a)) return 0; /* objects are walked by first_diff */
   return (a->type & 0xFF) == (b->type & 0xFF);
 }

@@ -254,6 +254,19 @@ static void f32_tensor(ufp4_st_tensor *out, const ufp4_tensor_info *t, const flo
   out->data = data;
 }
 
+/* The recipes the weights were trained under at this step, per projection (ufp4_model_recipe_table),
+ * for the "ufp4_recipes" metadata. */
+static char *recipe_table(const ufp4_model *m) {
+  const ufp4_model_config *c = ufp4_model_get_config(m);
+  const int n = ufp4_model_projection_count(c);
+  ufp4_recipe *per = malloc(sizeof *per * (size_t)n);
+  if (!per) return NULL;
+  for (int i = 0; i < n; i++) per[i] = *ufp4_model_projection_recipe(m, i);
+  char *table = ufp4_model_recipe_table(c, per);
+  free(per);
+  return table;
+}
+
 int ckpt_write_params(const char *path, ufp4_model *m, ckpt_replace_fn fn, void *ud) {
   const ufp4_model_config *c = ufp4_model_get_config(m);
   const int nt = ufp4_model_tensor_count(c), nx = n_extra(c);
@@ -284,8 +297,11 @@ int ckpt_write_params(const char *path, ufp4_model *m, ckpt_replace_fn fn, void 
     extra(c, i - nt, &info[i]);
     f32_tensor(&ts[n++], &info[i], info[i].count ? zeros : NULL); /* every extra holds at most C floats */
   }
-  const ufp4_st_meta meta[] = {{"format", "pt"}, {"producer", "ufp4"}};
-  if (!rc) rc = ufp4_st_write(path, ts, n, meta, 2);
+  char *recipes = rc ? NULL : recipe_table(m);
+  const ufp4_st_meta meta[] = {{"format", "pt"}, {"producer", "ufp4"}, {"ufp4_recipes", recipes}};
+  if (!rc) rc = recipes ? ufp4_st_write(path, ts, n, meta, 3)
+                        : ufp4_fail(UFP4_ENOMEM, "%s: out of memory for the recipe table", path);
+  free(recipes);
   free(ts);
   free(info);
   free(zeros);

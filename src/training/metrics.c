@@ -4,6 +4,7 @@
 
 #include "training/run_dir.h"
 #include "ufp4/jsonnum.h"
+#include "ufp4/recipe.h"
 
 static const char *const log_name = "metrics.jsonl";
 
@@ -25,5 +26,16 @@ int metrics_eval_line(FILE *f, const char *dir, int step, double val_loss) {
   char loss[UFP4_JSONNUM_SIZE], ppl[UFP4_JSONNUM_SIZE];
   fprintf(f, "{\"step\":%d,\"val_loss\":%s,\"val_ppl\":%s}\n", step, ufp4_json_num(loss, val_loss),
           ufp4_json_num(ppl, exp(val_loss)));
+  return run_log_flush(f, dir, log_name);
+}
+
+int metrics_recipe_line(FILE *f, const char *dir, int step, int phase, const char *spec) {
+  ufp4_recipe r;
+  char resolved[512];
+  if (ufp4_recipe_parse(spec, &r) == 0) {
+    ufp4_recipe_format(&r, resolved, sizeof resolved);
+    spec = resolved;
+  }
+  fprintf(f, "{\"step\":%d,\"event\":\"recipe\",\"phase\":%d,\"recipe\":\"%s\"}\n", step, phase, spec);
   return run_log_flush(f, dir, log_name);
 }

@@ -24,5 +24,9 @@ int metrics_step_line(FILE *f, const char *dir, const train_step_stats *st, int 
                       int with_comm);
 /* One evaluation's line: val_loss and its perplexity. */
 int metrics_eval_line(FILE *f, const char *dir, int step, double val_loss);
+/* A schedule's switch: phase `phase` runs spec (written resolved) from the step numbered `step`
+ * on (counted as the step lines count, so a resume that cuts the log back to its checkpoint drops
+ * the event exactly when it will run the switch again). A spec holds no '"' or '\\'. */
+int metrics_recipe_line(FILE *f, const char *dir, int step, int phase, const char *spec);
 
 #endif

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "training/recipe_phase.h"
 #include "training/train_schema.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
@@ -30,8 +31,9 @@ static double global_batch_tokens_of(const ufp4_train_config *c) {
 #define PARENT_MODEL "model"
 #define PARENT_OPTIM "optim"
 #define PARENT_RUN NULL
-#define WHEN_ALL 0
-#define WHEN_MOE 1
+#define WHEN_ALL UFP4_WHEN_ALL
+#define WHEN_MOE UFP4_WHEN_MOE
+#define WHEN_SET UFP4_WHEN_SET
 #define MEMBER_SIZE(member) sizeof(((ufp4_train_config *)0)->member)
 #define FIELD_ROW(obj, when, key, flag, kind, member, lo, hi, def, help)                           \
   {PARENT_##obj, WHEN_##when, key, flag, UFP4_CFG_##kind, offsetof(ufp4_train_config, member),     \
@@ -51,6 +53,7 @@ const size_t ufp4_train_n_fields = sizeof ufp4_train_fields / sizeof *ufp4_train
 #define TYPE_TEXT char *
 #define TYPE_RECIPE char *
 #define TYPE_POLICY ufp4_nan_policy
+#define TYPE_OVERRIDES char *
 #define CHECK_TYPE(obj, when, key, flag, kind, member, lo, hi, def, help)                          \
   _Static_assert(_Generic(((ufp4_train_config *)0)->member, TYPE_##kind: 1, default: 0),           \
                  "train_schema.h: " key " is not of its kind's type");
@@ -65,6 +68,7 @@ UFP4_TRAIN_SCHEMA(CHECK_TYPE, NO_ROW)
 #define SET_POLICY SET_INT
 #define SET_TEXT(m, d) snprintf(m, sizeof m, "%s", d);
 #define SET_RECIPE SET_TEXT
+#define SET_OVERRIDES SET_TEXT
 #define DEFAULT_MODEL(kind, m, d) /* ufp4_model_config_default */
 #define DEFAULT_OPTIM(kind, m, d) /* ufp4_adamw_default */
 #define DEFAULT_RUN(kind, m, d) SET_##kind(m, d)
@@ -85,14 +89,60 @@ ufp4_train_config ufp4_train_config_default(void) {
 
 /* ---- writer */
 
-static void add_recipe(cJSON *obj, const char *key, const char *spec) {
+/* The recipe, or with a schedule its first phase's, resolved when it parses. */
+static void add_recipe(cJSON *obj, const char *key, const char *spec, const ufp4_train_config *c) {
   ufp4_recipe r;
   char resolved[512];
+  ufp4_recipe_schedule *sched = c->schedule[0] ? malloc(sizeof *sched) : NULL;
+  char first[512];
+  if (sched && ufp4_schedule_parse(c->schedule, c->steps, sched) == 0) {
+    snprintf(first, sizeof first, "%s", sched->spec[0]);
+    spec = first;
+  }
+  free(sched);
   if (ufp4_recipe_parse(spec, &r) == 0) {
     ufp4_recipe_format(&r, resolved, sizeof resolved);
     spec = resolved;
   }
   cJSON_AddStringToObject(obj, key, spec);
+}
+
+/* The ';'-joined items as an array of strings. */
+static void add_overrides(cJSON *obj, const char *key, const char *list) {
+  cJSON *a = cJSON_AddArrayToObject(obj, key);
+  for (const char *p = list; a && *p;) {
+    const char *end = strchr(p, ';');
+    const size_t n = end ? (size_t)(end - p) : strlen(p);
+    char *item = malloc(n + 1);
+    if (item) {
+      memcpy(item, p, n);
+      item[n] = '\0';
+      if (n) cJSON_AddItemToArray(a, cJSON_CreateString(item));
+      free(item);
+    }
+    p += n + (end ? 1 : 0);
+  }
+}
+
+/* "projection_recipes": per phase, its first step and the resolved per-projection table
+ * (ufp4_model_recipe_table), one string per distinct recipe. Written only for a run with overrides
+ * or a schedule, whose table says more than its recipe. */
+static void add_projection_table(cJSON *root, const ufp4_train_config *c) {
+  if (!c->overrides[0] && !c->schedule[0]) return;
+  ufp4_recipe_schedule *s = malloc(sizeof *s);
+  cJSON *a = cJSON_AddArrayToObject(root, "projection_recipes");
+  for (int p = 0; s && a && !ufp4_train_schedule(c, s) && p < s->n; p++) {
+    char *table = train_recipe_table(c, s->spec[p]);
+    if (!table) break;
+    cJSON *phase = cJSON_CreateObject();
+    cJSON_AddNumberToObject(phase, "step", s->start[p]);
+    cJSON *lines = cJSON_AddArrayToObject(phase, "recipes");
+    for (char *save = NULL, *line = strtok_r(table, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+      cJSON_AddItemToArray(lines, cJSON_CreateString(line));
+    cJSON_AddItemToArray(a, phase);
+    free(table);
+  }
+  free(s);
 }
 
 static void add_field(cJSON *obj, const ufp4_train_field *f, const ufp4_train_config *c) {
@@ -103,7 +153,8 @@ static void add_field(cJSON *obj, const ufp4_train_field *f, const ufp4_train_co
   case UFP4_CFG_DOUBLE: cJSON_AddNumberToObject(obj, f->key, *(const double *)at); break;
   case UFP4_CFG_SEED: cJSON_AddNumberToObject(obj, f->key, (double)*(const uint64_t *)at); break;
   case UFP4_CFG_TEXT: cJSON_AddStringToObject(obj, f->key, at); break;
-  case UFP4_CFG_RECIPE: add_recipe(obj, f->key, at); break;
+  case UFP4_CFG_RECIPE: add_recipe(obj, f->key, at, c); break;
+  case UFP4_CFG_OVERRIDES: add_overrides(obj, f->key, at); break;
   case UFP4_CFG_POLICY:
     cJSON_AddStringToObject(obj, f->key,
                             *(const ufp4_nan_policy *)at == UFP4_NAN_STOP ? "stop" : "skip");
@@ -123,9 +174,11 @@ char *ufp4_train_config_json(const ufp4_train_config *c) {
   cJSON *j = cJSON_CreateObject();
   for (size_t k = 0; k < ufp4_train_n_fields; k++) {
     const ufp4_train_field *f = &ufp4_train_fields[k];
-    if (f->moe_only && c->model.moe_experts <= 0) continue;
+    if (f->when == UFP4_WHEN_MOE && c->model.moe_experts <= 0) continue;
+    if (f->when == UFP4_WHEN_SET && !*((const char *)c + f->offset)) continue;
     add_field(object_for(j, f->parent), f, c);
   }
+  add_projection_table(j, c);
   char *s = cJSON_Print(j);
   cJSON_Delete(j);
   return s;
@@ -150,6 +203,26 @@ static int read_number(const cJSON *v, const ufp4_train_field *f, const char *pa
   return 0;
 }
 
+/* An array of "PATTERN=SPEC" strings, joined by ';' (which no item may hold). */
+static int read_overrides(const cJSON *v, const ufp4_train_field *f, const char *path, char *at) {
+  size_t len = 0;
+  const cJSON *it;
+  if (!cJSON_IsArray(v))
+    return ufp4_fail(UFP4_EFORMAT, "%s: \"%s\" must be an array of \"PATTERN=SPEC\" strings", path, f->key);
+  at[0] = '\0';
+  cJSON_ArrayForEach(it, v) {
+    if (!cJSON_IsString(it) || !strchr(it->valuestring, '=') || strchr(it->valuestring, ';'))
+      return ufp4_fail(UFP4_EFORMAT, "%s: \"%s\": each item must be a \"PATTERN=SPEC\" string without ';'", path,
+                       f->key);
+    const size_t n = strlen(it->valuestring);
+    if (len + n + 2 > f->size) return ufp4_fail(UFP4_EFORMAT, "%s: \"%s\": too long", path, f->key);
+    if (len) at[len++] = ';';
+    memcpy(at + len, it->valuestring, n + 1);
+    len += n;
+  }
+  return 0;
+}
+
 /* A present key of the wrong type or out of range is an error naming the file and the key. */
 static int read_field(const cJSON *v, const ufp4_train_field *f, const char *path,
                       ufp4_train_config *c) {
@@ -162,6 +235,7 @@ static int read_field(const cJSON *v, const ufp4_train_field *f, const char *pat
                        f->size);
     strcpy(at, v->valuestring);
     return 0;
+  case UFP4_CFG_OVERRIDES: return read_overrides(v, f, path, at);
   case UFP4_CFG_POLICY:
     if (!cJSON_IsString(v) || (strcmp(v->valuestring, "skip") && strcmp(v->valuestring, "stop")))
       return ufp4_fail(UFP4_EFORMAT, "%s: \"%s\" must be \"skip\" or \"stop\"", path, f->key);

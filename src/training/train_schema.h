@@ -8,13 +8,17 @@
  *
  *   obj     the JSON object holding the key: MODEL ("model"), OPTIM ("optim"), RUN (top level)
  *   when    ALL, or MOE: written only for an MoE model (moe_experts > 0), so that a dense run's
- *           config.json stays as it was before MoE existed; a MOE key is read whenever present
+ *           config.json stays as it was before MoE existed; a MOE key is read whenever present;
+ *           SET: written only when not empty (the config.json of a run without it keeps its
+ *           text, so earlier runs stay resumable)
  *   flag    the command-line flag, or NULL when the setting has none
  *   kind    INT (int), FLOAT (float), DOUBLE (double): a number in [lo, hi], INT a whole one;
  *           SEED (uint64_t): a whole number in [lo, hi] (hi is 2^53: config.json holds numbers as
  *           doubles, and a larger seed would come back as another one on resume);
  *           TEXT (char[]): a string shorter than the member; RECIPE: TEXT, written resolved
- *           (ufp4_recipe_format) when it parses; POLICY (ufp4_nan_policy): "skip" or "stop"
+ *           (ufp4_recipe_format) when it parses, and as the schedule's first phase when the run
+ *           has one; POLICY (ufp4_nan_policy): "skip" or "stop"; OVERRIDES (char[]): ';'-joined
+ *           PATTERN=SPEC items, a JSON array of strings, a flag that appends one item
  *   def     the default of a RUN setting; MODEL and OPTIM settings take theirs from
  *           ufp4_model_config_default and ufp4_adamw_default (OWN in the table)
  *   fn      double fn(const ufp4_train_config *), defined in train_config.c
@@ -68,6 +72,11 @@
   D(MODEL, MOE, "n_active_params", n_active_params_of)                                             \
   X(RUN, ALL, "recipe", "--recipe", RECIPE, recipe, 0, 0, "fp32",                                  \
     "recipe spec: fp32 bf16 e2m1 ufp4 nvfp4 mxfp4 [,key=value...]")                                \
+  X(RUN, SET, "overrides", "--override", OVERRIDES, overrides, 0, 0, "",                           \
+    "PATTERN=SPEC: projections named by the glob run SPEC, full or partial, over the recipe "      \
+    "(repeatable, last match wins; docs/TRAINING.md)")                                             \
+  X(RUN, SET, "schedule", "--schedule", TEXT, schedule, 0, 0, "",                                  \
+    "recipe schedule SPEC@AT,... (AT a step, or a fraction of --steps with a '.')")                \
   X(OPTIM, ALL, "lr", "--lr", DOUBLE, optim.lr, 0, 10, OWN, "peak learning rate")                  \
   X(OPTIM, ALL, "min_lr", "--min-lr", DOUBLE, optim.min_lr, 0, 10, OWN,                            \
     "final learning rate of the cosine")                                                           \
@@ -115,13 +124,16 @@ typedef enum {
   UFP4_CFG_TEXT,
   UFP4_CFG_RECIPE,
   UFP4_CFG_POLICY,
+  UFP4_CFG_OVERRIDES,
   UFP4_CFG_DERIVED,
 } ufp4_cfg_kind;
+
+enum { UFP4_WHEN_ALL = 0, UFP4_WHEN_MOE, UFP4_WHEN_SET };
 
 /* One row of UFP4_TRAIN_SCHEMA, as data. */
 typedef struct {
   const char *parent;  /* "model", "optim", or NULL for the top level */
-  int moe_only;        /* written only when model.moe_experts > 0 */
+  int when;            /* UFP4_WHEN_*: when the writer writes the key */
   const char *key;
   const char *flag;    /* NULL: no flag */
   ufp4_cfg_kind kind;

@@ -10,6 +10,7 @@
 #include "training/checkpoint_schedule.h"
 #include "training/metrics.h"
 #include "training/progress.h"
+#include "training/recipe_phase.h"
 #include "training/run_dir.h"
 #include "training/split_batch.h"
 #include "ufp4/diagnostics.h"
@@ -78,6 +79,8 @@ typedef struct {
   double train_time, window_loss; /* window: the steps since the last metrics line */
   int window_n;
   ufp4_train_result *res;
+  const ufp4_recipe_schedule *sched;
+  int phase; /* of sched the model is under; -1 before the first step */
 } trainer;
 
 /* Every rank calls this at the same points: a failure anywhere stops all of them together. */
@@ -98,9 +101,12 @@ static int check_params(ufp4_dist *comm, run_state *s, size_t n, int step) {
       comm, ufp4_dist_fingerprint(ufp4_model_params(s->model), n * sizeof(float)), what);
 }
 
-/* Everything a config must satisfy before anything is allocated or written; parses the recipe. */
-static int check_config(const ufp4_train_config *cfg, ufp4_recipe *recipe) {
-  int rc = ufp4_recipe_parse(cfg->recipe, recipe);
+/* Everything a config must satisfy before anything is allocated or written; parses the schedule
+ * (the recipe as one phase without one) and the first phase's recipe, checks every phase under the
+ * overrides and the stochastic-rounding streams. */
+static int check_config(const ufp4_train_config *cfg, ufp4_recipe_schedule *sched, ufp4_recipe *recipe) {
+  int rc = train_check_recipes(cfg, sched);
+  if (!rc) rc = ufp4_recipe_parse(sched->spec[0], recipe);
   if (rc) return rc;
   if (cfg->batch < 1 || cfg->grad_accum < 1 || cfg->steps < 1 || cfg->log_every < 1 ||
       cfg->keep_ckpts < 1)
@@ -109,12 +115,6 @@ static int check_config(const ufp4_train_config *cfg, ufp4_recipe *recipe) {
   if (cfg->world < 1 || cfg->rank < 0 || cfg->rank >= cfg->world)
     return ufp4_fail(UFP4_EINVAL, "train: rank %d of world %d is not a data-parallel position",
                      cfg->rank, cfg->world);
-  /* Every micro-batch of every rank must draw its own stochastic-rounding streams (a recipe with
-   * no operand under SR draws none). */
-  if (recipe->precision == UFP4_PREC_FP4 && recipe->sr_mask &&
-      (rc = ufp4_model_check_streams(&cfg->model, (uint64_t)cfg->steps, cfg->grad_accum,
-                                     cfg->world)))
-    return rc;
   if (!memchr(cfg->out_dir, '\0', sizeof cfg->out_dir))
     return ufp4_fail(UFP4_EINVAL, "train: out_dir is not a terminated string (%s)",
                      "set it with ufp4_train_set_out_dir");
@@ -135,7 +135,7 @@ static int open_comm(const ufp4_train_config *cfg, ufp4_dist **comm) {
 
 /* Model, optimizer state and buffers; the resumed state (and its carry) when `resume`. Local to
  * this rank. */
-static int setup(const ufp4_train_config *cfg, const ufp4_recipe *recipe, run_state *s, int resume,
+static int setup(const ufp4_train_config *cfg, run_state *s, int resume,
                  int *start, ckpt_carry *carry) {
   const int B = cfg->batch, T = cfg->model.seq_len;
   int rc = ufp4_model_create(&s->model, &cfg->model, B);
@@ -150,17 +150,16 @@ static int setup(const ufp4_train_config *cfg, const ufp4_recipe *recipe, run_st
     return ufp4_fail(UFP4_ENOMEM, "train: out of memory for %zu parameters", n);
   if ((rc = make_segments(&cfg->model, &s->seg))) return rc;
   ufp4_model_init(s->model, cfg->seed);
-  if ((rc = ufp4_model_set_recipe(s->model, recipe, cfg->seed))) return rc;
-  *start = 0;
+  *start = 0; /* the recipes come with the first step's phase (enter_phase) */
   return resume ? ckpt_resume(cfg, s->model, s->m_state, s->v_state, start, carry) : 0;
 }
 
 /* Set-up on every rank, agreed; then rank 0 opens the run folder. A resume takes up the loss
  * window, the skipped steps and the losses where the checkpoint left them. */
-static int begin(trainer *t, const ufp4_recipe *recipe, int resume) {
+static int begin(trainer *t, int resume) {
   const ufp4_train_config *cfg = t->cfg;
   ckpt_carry carry = {.final_loss = NAN, .final_val_loss = NAN};
-  int rc = setup(cfg, recipe, &t->s, resume, &t->start, &carry);
+  int rc = setup(cfg, &t->s, resume, &t->start, &carry);
   t->window_loss = carry.window_loss;
   t->window_n = carry.window_n;
   t->res->skipped_steps = carry.skipped_steps;
@@ -334,10 +333,24 @@ static int checkpoint_if_due(trainer *t, int done) {
   return agree(t);
 }
 
+/* Puts the model under the phase of `step` when it is not yet; rank 0 logs a phase that starts at
+ * this step. */
+static int enter_phase(trainer *t, int step) {
+  const int p = ufp4_schedule_phase(t->sched, step);
+  if (p == t->phase) return 0;
+  int rc = train_set_phase(t->s.model, t->cfg, t->sched, p);
+  if (rc) return rc;
+  t->phase = p;
+  if (t->writer && t->cfg->schedule[0] && step == t->sched->start[p])
+    rc = metrics_recipe_line(t->s.logs.metrics, t->cfg->out_dir, step + 1, p, t->sched->spec[p]);
+  return rc;
+}
+
 static int run_steps(trainer *t) {
   const ufp4_train_config *cfg = t->cfg;
   for (int step = t->start; step < cfg->steps; step++) {
     train_step_stats st;
+    if (!t->pending) t->pending = enter_phase(t, step);
     if (!t->pending && t->s.logs.diag && step % cfg->diag_every == 0)
       t->pending = diagnose(t, step);
     int rc = update(t, step, &st);
@@ -363,13 +376,19 @@ int ufp4_train(const ufp4_train_config *cfg_in, const ufp4_data_source *data, in
   memset(res, 0, sizeof *res);
   res->final_val_loss = NAN;
   ufp4_recipe recipe;
-  int rc = check_config(&cfg, &recipe);
-  if (rc) return rc;
-  trainer t = {.cfg = &cfg, .data = data, .res = res, .writer = cfg.rank == 0};
+  ufp4_recipe_schedule *sched = malloc(sizeof *sched);
+  int rc = sched ? check_config(&cfg, sched, &recipe) : ufp4_fail(UFP4_ENOMEM, "train: out of memory");
+  if (rc) {
+    free(sched);
+    return rc;
+  }
+  trainer t = {.cfg = &cfg, .data = data, .res = res, .writer = cfg.rank == 0, .sched = sched, .phase = -1};
   t.label = cfg.progress_label[0] ? cfg.progress_label : recipe.name;
   if ((rc = open_comm(&cfg, &t.comm))) return rc;
   ufp4_set_threads(cfg.threads);
-  if (!(rc = begin(&t, &recipe, resume)) && !(rc = run_steps(&t))) {
+  if (t.writer && cfg.progress && (cfg.overrides[0] || cfg.schedule[0] || recipe.keep_first || recipe.keep_last))
+    train_print_recipes(&cfg, sched, stderr);
+  if (!(rc = begin(&t, resume)) && !(rc = run_steps(&t))) {
     const double tokens = (double)cfg.batch * cfg.model.seq_len * cfg.grad_accum * cfg.world;
     res->tokens_per_s = t.train_time > 0 ? tokens * (res->steps_done - t.start) / t.train_time : 0;
     /* The last write of a finished run: a folder that says "finished" holds all of it. */
@@ -378,5 +397,6 @@ int ufp4_train(const ufp4_train_config *cfg_in, const ufp4_data_source *data, in
     run_record_fail(&cfg, &t.s.logs, res->steps_done, rc);
   }
   run_state_free(&t.s);
+  free(sched);
   return rc;
 }

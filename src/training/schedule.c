@@ -1,0 +1,141 @@
+/* Recipe schedules (include/ufp4/train.h). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ufp4/error.h"
+#include "ufp4/recipe.h"
+#include "training/recipe_phase.h"
+#include "ufp4/train.h"
+
+/* AT of one phase: an integer step, or a fraction of `steps` when it has a '.'. */
+static int parse_at(const char *at, int steps, int *out) {
+  char *end;
+  if (strchr(at, '.')) {
+    double f = strtod(at, &end);
+    if (end == at || *end || !(f >= 0.0 && f <= 1.0))
+      return ufp4_fail(UFP4_EINVAL, "schedule: '@%s' is not a fraction in [0, 1] or a step", at);
+    *out = (int)llround(f * steps);
+    return 0;
+  }
+  long v = strtol(at, &end, 10);
+  if (end == at || *end || v < 0 || v > 1000000000L)
+    return ufp4_fail(UFP4_EINVAL, "schedule: '@%s' is not a step number or a fraction", at);
+  *out = (int)v;
+  return 0;
+}
+
+/* Appends the phase SPEC@AT whose text is phase (the '@' still in it). */
+static int add_phase(char *phase, int steps, ufp4_recipe_schedule *out) {
+  char *at = strrchr(phase, '@');
+  *at = '\0';
+  const int i = out->n;
+  if (i >= UFP4_MAX_PHASES) return ufp4_fail(UFP4_EINVAL, "schedule: more than %d phases", UFP4_MAX_PHASES);
+  if (!*phase) return ufp4_fail(UFP4_EINVAL, "schedule: phase %d has no recipe before '@%s'", i + 1, at + 1);
+  int rc = parse_at(at + 1, steps, &out->start[i]);
+  if (rc) return rc;
+  ufp4_recipe r;
+  if ((rc = ufp4_recipe_parse(phase, &r))) {
+    char why[512];
+    snprintf(why, sizeof why, "%s", ufp4_last_error()); /* ufp4_fail overwrites it */
+    return ufp4_fail(rc, "schedule: phase %d '%s': %s", i + 1, phase, why);
+  }
+  if (i == 0 && out->start[0] != 0)
+    return ufp4_fail(UFP4_EINVAL, "schedule: the first phase must start at 0, not step %d", out->start[0]);
+  if (i > 0 && out->start[i] <= out->start[i - 1])
+    return ufp4_fail(UFP4_EINVAL, "schedule: phase %d starts at step %d, not after phase %d (step %d)", i + 1,
+                     out->start[i], i, out->start[i - 1]);
+  snprintf(out->spec[i], sizeof out->spec[i], "%s", phase);
+  out->n++;
+  return 0;
+}
+
+int ufp4_schedule_parse(const char *text, int steps, ufp4_recipe_schedule *out) {
+  memset(out, 0, sizeof *out);
+  char buf[1024], phase[512];
+  if (!text || !*text) return ufp4_fail(UFP4_EINVAL, "schedule: empty");
+  if (strlen(text) >= sizeof buf) return ufp4_fail(UFP4_EINVAL, "schedule: too long");
+  strcpy(buf, text);
+  phase[0] = '\0';
+  char *save = NULL;
+  for (char *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    if (strlen(phase) + strlen(tok) + 2 > sizeof phase) return ufp4_fail(UFP4_EINVAL, "schedule: spec too long");
+    if (phase[0]) strcat(phase, ",");
+    strcat(phase, tok);
+    if (!strchr(tok, '@')) continue;
+    int rc = add_phase(phase, steps, out);
+    if (rc) return rc;
+    phase[0] = '\0';
+  }
+  if (phase[0]) return ufp4_fail(UFP4_EINVAL, "schedule: '%s' has no '@STEP' (e.g. 'ufp4@0,bf16@0.9')", phase);
+  return 0;
+}
+
+int ufp4_schedule_phase(const ufp4_recipe_schedule *s, int step) {
+  int p = 0;
+  while (p + 1 < s->n && step >= s->start[p + 1]) p++;
+  return p;
+}
+
+int ufp4_train_schedule(const ufp4_train_config *cfg, ufp4_recipe_schedule *out) {
+  if (cfg->schedule[0]) return ufp4_schedule_parse(cfg->schedule, cfg->steps, out);
+  memset(out, 0, sizeof *out);
+  ufp4_recipe r;
+  int rc = ufp4_recipe_parse(cfg->recipe, &r);
+  if (rc) return rc;
+  out->n = 1;
+  snprintf(out->spec[0], sizeof out->spec[0], "%s", cfg->recipe);
+  return 0;
+}
+
+/* ---- the loop's side (training/recipe_phase.h) */
+
+int train_check_recipes(const ufp4_train_config *cfg, ufp4_recipe_schedule *sched) {
+  int rc = ufp4_train_schedule(cfg, sched);
+  const int n = ufp4_model_projection_count(&cfg->model);
+  ufp4_recipe *per = rc ? NULL : malloc(sizeof *per * (size_t)n);
+  if (!rc && !per) rc = ufp4_fail(UFP4_ENOMEM, "train: out of memory for the projection recipes");
+  int sr = 0;
+  for (int p = 0; !rc && p < sched->n; p++) {
+    ufp4_recipe base;
+    if ((rc = ufp4_recipe_parse(sched->spec[p], &base)) ||
+        (rc = ufp4_model_resolve_recipes(&cfg->model, &base, cfg->overrides, per)))
+      break;
+    for (int i = 0; i < n; i++) sr |= ufp4_recipe_quantizes(&per[i]) && per[i].sr_mask;
+  }
+  free(per);
+  /* Every micro-batch of every rank must draw its own stochastic-rounding streams (a run with no
+   * operand under SR draws none). */
+  if (!rc && sr)
+    rc = ufp4_model_check_streams(&cfg->model, (uint64_t)cfg->steps, cfg->grad_accum, cfg->world);
+  return rc;
+}
+
+int train_set_phase(ufp4_model *m, const ufp4_train_config *cfg, const ufp4_recipe_schedule *sched, int phase) {
+  ufp4_recipe r;
+  int rc = ufp4_recipe_parse(sched->spec[phase], &r);
+  return rc ? rc : ufp4_model_set_recipes(m, &r, cfg->overrides, cfg->seed);
+}
+
+char *train_recipe_table(const ufp4_train_config *cfg, const char *spec) {
+  const int n = ufp4_model_projection_count(&cfg->model);
+  ufp4_recipe *per = malloc(sizeof *per * (size_t)n);
+  ufp4_recipe base;
+  char *table = NULL;
+  if (per && !ufp4_recipe_parse(spec, &base) && !ufp4_model_resolve_recipes(&cfg->model, &base, cfg->overrides, per))
+    table = ufp4_model_recipe_table(&cfg->model, per);
+  free(per);
+  return table;
+}
+
+void train_print_recipes(const ufp4_train_config *cfg, const ufp4_recipe_schedule *sched, FILE *out) {
+  for (int p = 0; p < sched->n; p++) {
+    char *table = train_recipe_table(cfg, sched->spec[p]);
+    if (!table) break;
+    fprintf(out, "recipes by projection, from step %d:\n", sched->start[p]);
+    for (char *save = NULL, *line = strtok_r(table, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+      fprintf(out, "  %s\n", line);
+    free(table);
+  }
+}
