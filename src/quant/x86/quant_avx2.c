@@ -19,6 +19,9 @@
  *     except in the 1x16 group kernel, whose scales_mx computes 8 at once on the bit patterns
  *     (per-block scalar calls there measured about 2x slower; quant_internal.h), held to the
  *     scalar rule by tests/test_quant_scales_enum.c.
+ *   - 4/6 (adaptive scaling): both candidates' errors are summed in 8 lanes exactly as the
+ *     reference's 8 partial sums (ufp4_q_err_reduce combines them for both), one block at a time
+ *     in block_vec; the 1x16 group kernel hands 4/6 blocks to it.
  *   - Blocks the kernels do not vectorize (NaN/Inf or all-zero blocks, blocks whose width is not
  *     a multiple of 8) go to the scalar ufp4_q_do_block.
  *
@@ -212,6 +215,33 @@ INL int need_clamp(__m256 scales) {
   return _mm256_movemask_ps(_mm256_cmp_ps(scales, _mm256_set1_ps(0x1p100f), _CMP_GE_OQ)) != 0;
 }
 
+/* 4/6's error of one block (w a multiple of 8) quantized with the ordinary scale s, as the
+ * reference's candidate_error: vector lane l holds partial sum l, since element i of the block
+ * lands in lane i mod 8 when w is a multiple of 8. */
+INL float cand_err_vec(const ufp4_qjob *j, const qk *k, const float *src, size_t sstride,
+                       const uint32_t *rb, size_t h, size_t w, blk_scale s, const int mode,
+                       const int gc) {
+  const ufp4_adaptive_metric m = j->f->metric;
+  const __m256 sc = _mm256_set1_ps(s.scale), en = _mm256_set1_ps(s.enc);
+  const int mul = s.mode == BLK_MUL, clamp = need_clamp(sc);
+  __m256 acc = _mm256_setzero_ps();
+  for (size_t i = 0; i < h; i++) {
+    const float *p = src + i * sstride;
+    const uint32_t *rr = rb ? rb + i * j->cols : NULL;
+    for (size_t c = 0; c < w; c += 8) {
+      __m256 x = _mm256_loadu_ps(p + c);
+      __m256 t = mul ? _mm256_mul_ps(x, en) : _mm256_div_ps(x, sc);
+      __m256i rbits = rr ? _mm256_loadu_si256((const __m256i *)(rr + c)) : _mm256_setzero_si256();
+      __m256 e = _mm256_sub_ps(y_of_t(k, t, rbits, sc, clamp, mode, gc), x);
+      __m256 v = m == UFP4_METRIC_MSE ? _mm256_mul_ps(e, e) : _mm256_andnot_ps(SIGN_BIT, e);
+      acc = m == UFP4_METRIC_MAXABS ? _mm256_max_ps(v, acc) : _mm256_add_ps(acc, v);
+    }
+  }
+  float l[8];
+  _mm256_storeu_ps(l, acc);
+  return ufp4_q_err_reduce(l, m);
+}
+
 /* One block of h rows x w cols (w a multiple of 8); src row stride sstride, rb row stride cols.
  * NaN/Inf and zero blocks go to the scalar reference (src must then have stride cols or h = 1). */
 INL void block_vec(const ufp4_qjob *j, const qk *k, const float *src, size_t sstride,
@@ -228,6 +258,14 @@ INL void block_vec(const ufp4_qjob *j, const qk *k, const float *src, size_t sst
   if (s.mode != BLK_DIV && s.mode != BLK_MUL) {
     ufp4_q_do_block(j, src, rb, r0, c0, h, w, sidx);
     return;
+  }
+  if (j->g4) {
+    blk_scale s4 = ufp4_q_block_scale_to(j, bits2f(ab), 0, j->g4);
+    int four = ufp4_q_adaptive_applies(j, s, s4) &&
+               cand_err_vec(j, k, src, sstride, rb, h, w, s4, mode, gc) <
+                   cand_err_vec(j, k, src, sstride, rb, h, w, s, mode, gc);
+    if (four) s = s4;
+    if (j->four) j->four[sidx] = (uint8_t)four;
   }
   if (j->scales) j->scales[sidx] = s.scale;
   if (j->scale_bits) j->scale_bits[sidx] = s.bits;
@@ -489,7 +527,9 @@ INL void group16(const ufp4_qjob *j, const qk *k, const float *src, const uint32
     ok = scales_mx(j, k, amax, bad, &sc, &en, bits);
     mul = 1;
   }
-  if (!ok) { /* some block is special: do the 8 one by one */
+  /* 4/6 chooses per block: the 8 go one by one through block_vec, which vectorizes inside each. */
+  if (j->g4) ok = 0;
+  if (!ok) { /* some block is special (or 4/6): do the 8 one by one */
     float buf[128];
     const float *p = src;
     size_t stride = j->cols;
