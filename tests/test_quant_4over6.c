@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "ufp4/error.h"
+#include "ufp4/measures.h"
 #include "ufp4/quant.h"
 #include "ufp4/recipe.h"
 #include "ufp4/rht.h"
@@ -408,11 +409,56 @@ static void test_recipe_round_trip(void **state) {
   assert_string_equal(r.name, "e2m1-4over6");
 }
 
+/* The measures' 4/6 diagnostic and per-bin bias (measures.h): three hand-made blocks of which two
+ * keep 4 give four_share 2/3; on random data the per-level mean of rho(t) - t equals a
+ * recomputation here from the paper's rule (t = |x| / s with the chosen block's own s). */
+static void test_measures_four_share_and_bins(void **state) {
+  (void)state;
+  static const float on4[16] = {4, 3, 2, 1.5f, 1, 0.5f, 0, -4, -3, -2, -1.5f, -1, -0.5f, 3, 2, 1};
+  static const float on6[16] = {6, 4, 3, 2, 1.5f, 1, 0.5f, 0, -6, -4, -3, -2, -1.5f, -1, -0.5f, 4};
+  float x[48];
+  for (int i = 0; i < 16; i++) {
+    x[i] = on4[i];
+    x[16 + i] = on6[i];
+    x[32 + i] = i == 0 ? 6.0f : 5.0f;
+  }
+  ufp4_qformat f = fmt_of(UFP4_SCALE_FP32, UFP4_METRIC_MSE, 16);
+  ufp4_qmeasures m;
+  assert_int_equal(ufp4_measure_tensor(&f, x, 1, 48, &m), 0);
+  assert_true(fabs(m.four_share - 2.0 / 3.0) < 1e-12);
+  f.adaptive = UFP4_ADAPTIVE_NONE;
+  assert_int_equal(ufp4_measure_tensor(&f, x, 1, 48, &m), 0);
+  assert_true(m.four_share == 0.0);
+
+  enum { R = 32, C = 64 };
+  static float y[R * C], q[R * C], sc[R * C / 16];
+  for (int i = 0; i < R * C; i++) y[i] = gauss();
+  f.adaptive = UFP4_ADAPTIVE_4OVER6;
+  size_t fours = ref_4over6(UFP4_SCALE_FP32, UFP4_METRIC_MSE, y, q, R, C, 16, sc);
+  double sum[8] = {0}, cnt[8] = {0};
+  for (int i = 0; i < R * C; i++) {
+    float s = sc[i / 16];
+    double t = fabs((double)y[i]) / (double)s, r = fabs((double)q[i]) / (double)s;
+    int lvl = 0; /* q = level * s in fp32: r is the level to a relative 1e-7 */
+    for (int k = 0; k < 8; k++)
+      if (fabs(r - LV[k]) < 1e-5) lvl = k;
+    sum[lvl] += (double)LV[lvl] - t;
+    cnt[lvl] += 1;
+  }
+  assert_int_equal(ufp4_measure_tensor(&f, y, R, C, &m), 0);
+  assert_true(fabs(m.four_share - (double)fours / (R * C / 16)) < 1e-12);
+  for (int k = 0; k < 8; k++) {
+    double want = cnt[k] ? sum[k] / cnt[k] : 0.0;
+    if (fabs(m.bucket_bias[k] - want) > 1e-9) fail_msg("bin %d: measured %g, recomputed %g", k, m.bucket_bias[k], want);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_random_blocks_match_paper_rule), cmocka_unit_test(test_hand_made_blocks),
       cmocka_unit_test(test_nvfp4_tensor_scale),             cmocka_unit_test(test_simd_equals_scalar),
       cmocka_unit_test(test_refused_formats),                cmocka_unit_test(test_recipe_round_trip),
+      cmocka_unit_test(test_measures_four_share_and_bins),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
