@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ufp4/npy.h"
+#include "ufp4/minifloat.h"
 
 static const char *cli;
 static char tmpdir[] = "/tmp/ufp4_test_cli.XXXXXX";
