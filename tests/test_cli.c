@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "ufp4/npy.h"
+#include "ufp4/minifloat.h"
 
 static const char *cli;
 static char tmpdir[] = "/tmp/ufp4_test_cli.XXXXXX";
@@ -302,6 +303,64 @@ static void check_packed(const float *x, size_t rows, size_t cols) {
   free(f);
 }
 
+/* Four Over Six in the packed file: NVFP4 with --adaptive 4over6 --adaptive-metric maxabs. The
+ * header records the kind and metric (offset 76), the tensor scale maps the amax to 256 (not 448),
+ * no per-block flag is stored, and decode(code) * e4m3(byte) / tensor_scale reproduces the
+ * dequantized output bit for bit: the round trip is exact whichever candidate each block kept. Some
+ * blocks kept 4, recognisable by their E4M3 byte alone: that of amax * S_enc / 4. */
+static void test_quantize_packed_4over6(void **state) {
+  (void)state;
+  enum { R = 17, C = 48 };
+  static float x[R * C];
+  make_ranged_tensor(x, R, C);
+  char in[512], out[512], pk[512], *so = NULL;
+  write_npy("fos.npy", x, R, C, in, sizeof in);
+  path_in_tmp(out, sizeof out, "fos_q.npy");
+  path_in_tmp(pk, sizeof pk, "fos.pack");
+  assert_int_equal(run(&so, NULL, "quantize --in '%s' --out '%s' --packed '%s' --scale nvfp4 --adaptive 4over6 "
+                                  "--adaptive-metric maxabs", in, out, pk), 0);
+  assert_non_null(strstr(so, "blocks kept the 4-candidate"));
+  free(so);
+  size_t len = 0, n = R * C, nblk = R * C / 16;
+  uint8_t *f = (uint8_t *)slurp(pk, &len);
+  assert_non_null(f);
+  assert_int_equal(len, 80 + nblk + n / 2);
+  assert_int_equal(get_u32(f + 20), 1);                 /* nvfp4 */
+  assert_int_equal(get_u32(f + 60), 1);                 /* one byte per scale: no flag */
+  assert_int_equal(get_u32(f + 76), 1u | (2u << 8));   /* 4over6, maxabs */
+  float amax = 0;
+  for (size_t i = 0; i < n; i++) amax = fmaxf(amax, fabsf(x[i]));
+  const float ts = get_f32(f + 56);
+  assert_true(ts == 256.0f * 6.0f / amax);
+  ufp4_npy y;
+  assert_int_equal(ufp4_npy_read(out, &y), 0);
+  int fours = 0;
+  for (size_t b = 0; b < nblk; b++) {
+    float bmax = 0;
+    for (size_t k = 0; k < 16; k++) bmax = fmaxf(bmax, fabsf(x[b * 16 + k]));
+    uint8_t byte = f[80 + b], b4 = ufp4_f32_to_e4m3(bmax * ts / 4.0f), b6 = ufp4_f32_to_e4m3(bmax * ts / 6.0f);
+    assert_true(byte == b4 || byte == b6);
+    fours += byte == b4 && b4 != b6;
+    float scale = ufp4_e4m3_to_f32(byte) / ts;
+    for (size_t k = 0; k < 16; k++) {
+      size_t i = b * 16 + k;
+      uint8_t c = (f[80 + nblk + i / 2] >> (4 * (i % 2))) & 0xF;
+      float v = e2m1_levels[c & 7] * scale;
+      if (c & 8) v = -v;
+      if (memcmp(&v, &y.data[i], sizeof v) != 0 && !(v == 0 && y.data[i] == 0))
+        fail_msg("element %zu: packed %a, dequantized %a", i, (double)v, (double)y.data[i]);
+    }
+  }
+  assert_true(fours > 0);
+  ufp4_npy_free(&y);
+  free(f);
+  /* Refused with a clear message where 4/6 makes no sense. */
+  char *se = NULL;
+  assert_int_equal(run(NULL, &se, "quantize --in '%s' --out '%s' --grid e1m2 --adaptive 4over6", in, out), 2);
+  assert_non_null(strstr(se, "needs grid e2m1"));
+  free(se);
+}
+
 static void test_quantize_packed(void **state) {
   (void)state;
   enum { R = 33, C = 41 }; /* blocks of 16, 16, 9; odd element count, so one padding nibble */
@@ -436,7 +495,7 @@ int main(void) {
   }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_formats_json),      cmocka_unit_test(test_bias_reversal),
-      cmocka_unit_test(test_quantize_exact_rne), cmocka_unit_test(test_quantize_packed),
+      cmocka_unit_test(test_quantize_exact_rne), cmocka_unit_test(test_quantize_packed), cmocka_unit_test(test_quantize_packed_4over6),
       cmocka_unit_test(test_errors),            cmocka_unit_test(test_bias_layers),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -30,6 +30,10 @@ typedef struct {
   double underflow;      /* fraction of nonzero inputs quantized to 0 */
   double clipped;        /* fraction of elements with t > g_max (saturated), beyond a relative
                             2^-20 that only reflects the fp32 rounding of s = amax/g_max */
+  double bucket_bias[UFP4_GRID_MAX_LEVELS]; /* per magnitude index (bin): mean of rho(t) - t over
+                            the kept elements quantized to that level, grid units (0 if none) */
+  double four_share;     /* 4/6 (f->adaptive): fraction of blocks that kept the 4-candidate; 0
+                            otherwise */
   size_t n, n_nonfinite; /* element count; elements skipped: NaN/Inf inputs and the finite
                             elements of a block the quantizer poisoned with a NaN scale. All
                             means and fractions are over the elements kept. */

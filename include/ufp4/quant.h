@@ -32,6 +32,22 @@
  *                   surfaces instead of being clipped away. For NVFP4, non-finite elements are
  *                   left out of amax_tensor so that the other blocks keep a valid S_enc.
  *
+ * Adaptive block scaling, Four Over Six (adaptive = UFP4_ADAPTIVE_4OVER6; Cook et al., arXiv
+ * 2512.02010, docs/NUMERICS.md). E2M1 only, with FP32, NVFP4 or E8M0-RCEIL scales (ufp4_adaptive_check
+ * says why not the others). Every block is quantized twice, by the scale rule above with its amax
+ * mapped to 6 (g_max) and to 4 (the rule run with E2M1-max4's g_max = 4: FP32 s = amax / 4; NVFP4
+ * d = E4M3_RNE_sat(amax * S_enc / 4); E8M0-RCEIL 2^ceil(log2(amax * (1/4)))); elements of both
+ * are encoded on the full E2M1 grid with the same random bits. Candidate 4 is kept iff
+ * err4 < err6 (a tie keeps 6, as the reference code's strict `<`), where err is, over the
+ * block's elements in row-major order with e = y - x in fp32 (y the dequantized value, x the value
+ * the quantizer saw, i.e. rotated when rht > 0), e*e (MSE), |e| (MAE) or |e| (MAXABS) accumulated
+ * in fp32 into 8 partial sums, element i into sum i mod 8 (a max for MAXABS), combined as
+ * ((l0 + l1) + (l2 + l3)) + ((l4 + l5) + (l6 + l7)) (max for MAXABS). The chosen block's scale is
+ * stored as usual: the choice is carried by the scale itself, not by a flag (dequantization is
+ * code * scale either way). Blocks that are all-zero or hold NaN/Inf are stored as candidate 6.
+ *   NVFP4 under 4/6: S_enc = 256 * g_max / amax_tensor instead of 448 * g_max / amax_tensor, so
+ *   that the 4-candidate's E4M3 scale (up to 256 * 6/4 = 384) still fits under 448.
+ *
  * Stochastic rounding reads ufp4_philox_u32(seed, stream, r * cols + c) for element (r, c), so
  * the bits are the same whatever the thread count or the block layout.
  *
@@ -70,6 +86,20 @@ static inline int ufp4_scale_is_e8m0(ufp4_scale_kind k) {
   return k >= UFP4_SCALE_E8M0_FLOOR && k <= UFP4_SCALE_E8M0_RCEIL;
 }
 
+/* Adaptive block scaling (see above) and its selection metric. */
+typedef enum { UFP4_ADAPTIVE_NONE = 0, UFP4_ADAPTIVE_4OVER6, UFP4_ADAPTIVE_COUNT } ufp4_adaptive;
+typedef enum { UFP4_METRIC_MSE = 0, UFP4_METRIC_MAE, UFP4_METRIC_MAXABS, UFP4_METRIC_COUNT } ufp4_adaptive_metric;
+/* 4/6's E4M3 image of the NVFP4 tensor amax (the reference code's E4M3_MAX_FOUROVERSIX). */
+#define UFP4_4OVER6_E4M3_TOP 256.0f
+/* "none", "4over6"; "mse", "mae", "maxabs". Parsers return 0 or UFP4_EINVAL with a message. */
+const char *ufp4_adaptive_name(ufp4_adaptive a);
+int ufp4_adaptive_parse(const char *name, ufp4_adaptive *out);
+const char *ufp4_metric_name(ufp4_adaptive_metric m);
+int ufp4_metric_parse(const char *name, ufp4_adaptive_metric *out);
+/* Whether adaptive scaling a fits grid g and scale kind s: 0, or UFP4_EINVAL with a message
+ * saying why (4/6 needs E2M1, and under E8M0 the RCEIL rule). */
+int ufp4_adaptive_check(ufp4_adaptive a, ufp4_grid_id g, ufp4_scale_kind s);
+
 typedef struct {
   ufp4_grid_id grid;
   ufp4_round_mode round;
@@ -80,9 +110,11 @@ typedef struct {
   const float *rht_signs; /* rht entries of +-1; NULL means all +1 (plain Hadamard) */
   uint64_t seed;          /* stochastic rounding */
   uint64_t stream;
+  ufp4_adaptive adaptive; /* UFP4_ADAPTIVE_NONE (default) or 4/6 */
+  ufp4_adaptive_metric metric; /* 4/6's selection error (default MSE) */
 } ufp4_qformat;
 
-/* Defaults: E2M1, RNE, FP32 scale, 1x16, no RHT, seed 0, stream 0. */
+/* Defaults: E2M1, RNE, FP32 scale, 1x16, no RHT, seed 0, stream 0, no adaptive scaling. */
 ufp4_qformat ufp4_qformat_default(void);
 /* Checks the combination; returns 0 or UFP4_EINVAL with a message. */
 int ufp4_qformat_check(const ufp4_qformat *f, size_t rows, size_t cols);
@@ -98,6 +130,7 @@ typedef struct {
   float *scales;       /* ufp4_scale_count() dequantization factors as float (all kinds) */
   uint8_t *scale_bits; /* the stored 8-bit scale codes (E4M3 / E8M0), NULL for FP32 */
   float tensor_scale;  /* S_enc for NVFP4, 1 otherwise */
+  size_t blocks_four;  /* 4/6: blocks that kept the 4-candidate (a diagnostic; 0 otherwise) */
 } ufp4_qtensor;
 
 /* Quantizes x into q (allocating its arrays; free with ufp4_qtensor_free). */

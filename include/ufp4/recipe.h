@@ -15,6 +15,10 @@
  *          with NVIDIA's fixed signs, SR on the gradient operands (dY)
  *   mxfp4  Tseng et al.: E2M1, 1x32 E8M0 (floor), RHT64 on the backward GEMMs, SR on every
  *          backward operand with the 3/4 prescale that keeps SR from clipping
+ *   e2m1-4over6, nvfp4-4over6
+ *          e2m1 / nvfp4 with Four Over Six (Cook et al.) on every quantized operand:
+ *          adaptive=4over6, adaptive_metric=mse (quant.h; the reference code's training configs
+ *          use one rule for all operands, SR gradients included)
  * A spec string is a preset followed by comma-separated key=value overrides, for example
  * "ufp4,rht=wgrad" or "e2m1,block=32,scale=e8m0-rceil". Keys:
  *   grid=e2m1|e1m2|int4|e2m1-max2|...   scale=fp32|nvfp4|e8m0-floor|...   block=N
@@ -37,6 +41,12 @@
  *                                        its operands); fp4 is the 4-bit format the other keys
  *                                        describe, recipe (the default) the preset's precision.
  *                                        "ufp4,fprop=bf16" quantizes only the backward GEMMs.
+ *   adaptive=none|4over6                 Four Over Six block scaling (E2M1 with fp32, nvfp4 or
+ *                                        e8m0-rceil scales; quant.h)
+ *   adaptive_metric=mse|mae|maxabs       4/6's selection error
+ * The canonical spec names adaptive= and adaptive_metric= only when they differ from plain
+ * (none, mse) or from the preset, and the per-GEMM keys only when set, so the specs of the recipes
+ * that existed before them stay as they were.
  * A partial spec (ufp4_recipe_apply) is the same list of key=value pairs without the preset: it
  * changes only the keys it names, on top of a recipe. */
 #ifndef UFP4_RECIPE_H
@@ -94,6 +104,8 @@ typedef struct {
   /* Per GEMM: 0 = `precision`, otherwise that GEMM's own precision + 1 (so that a zeroed recipe
    * means "as the preset"); read it through ufp4_recipe_gemm_precision. */
   unsigned char gemm_precision[UFP4_N_GEMMS];
+  ufp4_adaptive adaptive;      /* 4/6 on every quantized operand */
+  ufp4_adaptive_metric metric; /* its selection error */
 } ufp4_recipe;
 
 /* Parses a spec string into r; on error returns UFP4_EINVAL and ufp4_last_error() says which key

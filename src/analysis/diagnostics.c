@@ -45,6 +45,8 @@ typedef struct {
   double energy, elems;  /* sum ||A||^2, sum of element counts */
   double alpha_e, nmse_e; /* sum alpha * ||A||^2, nmse * ||A||^2 */
   double b_eff, underflow, mean_rel_err, shrink_bias, clipped; /* sums of measure * elements */
+  double four_share; /* 4/6: sum of the share of 4-blocks * elements */
+  int adaptive;      /* the operand's format uses 4/6 */
 } operand_sum;
 
 typedef struct {
@@ -80,10 +82,13 @@ static long routed_slot(const probe_state *s, int layer, int proj) {
   return (long)layer * 3 + (proj - 8) % 3;
 }
 
+/* four_share is printed only for 4/6 formats (adaptive), so other recipes' lines keep their bytes. */
 static void print_operand(const probe_state *s, int layer, const char *proj, ufp4_operand op, const ufp4_qmeasures *q,
-                          int n_experts) {
-  char b[7][UFP4_JSONNUM_SIZE], tail[48] = "";
-  if (n_experts) snprintf(tail, sizeof tail, ",\"n_experts\":%d", n_experts);
+                          int n_experts, int adaptive) {
+  char b[8][UFP4_JSONNUM_SIZE], tail[96] = "";
+  size_t len = 0;
+  if (adaptive) len += (size_t)snprintf(tail, sizeof tail, ",\"four_share\":%s", ufp4_json_num(b[7], q->four_share));
+  if (n_experts) snprintf(tail + len, sizeof tail - len, ",\"n_experts\":%d", n_experts);
   fprintf(s->out,
           "{\"step\":%d,\"layer\":%d,\"proj\":\"%s\",\"operand\":\"%s\",\"alpha\":%s,\"sqnr_db\":%s,\"b_eff\":%s,"
           "\"underflow\":%s,\"mean_rel_err\":%s,\"shrink_bias\":%s,\"clipped\":%s%s}\n",
@@ -98,7 +103,7 @@ static void on_operand(void *ud, int layer, int proj, ufp4_operand op, const flo
   ufp4_qmeasures q;
   if (s->rc || (s->rc = ufp4_measure_tensor(f, x, rows, cols, &q))) return;
   char buf[48];
-  print_operand(s, layer, proj_label(s, proj, buf, sizeof buf), op, &q, 0);
+  print_operand(s, layer, proj_label(s, proj, buf, sizeof buf), op, &q, 0, f->adaptive != UFP4_ADAPTIVE_NONE);
   long slot = routed_slot(s, layer, proj);
   if (slot < 0) return;
   operand_sum *a = &s->ops[slot * UFP4_N_OPERANDS + op];
@@ -113,6 +118,8 @@ static void on_operand(void *ud, int layer, int proj, ufp4_operand op, const flo
   a->mean_rel_err += q.mean_rel_err * n;
   a->shrink_bias += q.shrink_bias * n;
   a->clipped += q.clipped * n;
+  a->four_share += q.four_share * n;
+  a->adaptive = f->adaptive != UFP4_ADAPTIVE_NONE;
 }
 
 static void on_gemm(void *ud, int layer, int proj, ufp4_gemm_kind g, const float *exact, const float *rounded,
@@ -149,7 +156,8 @@ static void print_sums(const probe_state *s) {
         q.mean_rel_err = a->mean_rel_err / a->elems;
         q.shrink_bias = a->shrink_bias / a->elems;
         q.clipped = a->clipped / a->elems;
-        print_operand(s, l, proj, (ufp4_operand)op, &q, a->n);
+        q.four_share = a->four_share / a->elems;
+        print_operand(s, l, proj, (ufp4_operand)op, &q, a->n, a->adaptive);
       }
       for (int g = 0; g < UFP4_N_GEMMS; g++) {
         const gemm_sum *a = &s->gemms[((size_t)l * 3 + (size_t)k) * UFP4_N_GEMMS + (size_t)g];

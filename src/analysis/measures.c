@@ -114,6 +114,7 @@ typedef struct {
   double rel;                      /* same over kept nonzero inputs */
   size_t kept, nonzero, underflow, clipped, skipped;
   size_t bucket[UFP4_GRID_MAX_LEVELS];
+  double bucket_bias[UFP4_GRID_MAX_LEVELS]; /* sum of rho - t per level */
 } meas_part;
 
 static size_t scale_index(const ufp4_qformat *f, size_t rows, size_t cols, size_t r, size_t c) {
@@ -154,6 +155,7 @@ static void measure_rows(const ufp4_qtensor *q, const ufp4_grid *g, const float 
       p->bias += rho - t;
       p->kept++;
       p->bucket[idx]++;
+      p->bucket_bias[idx] += rho - t;
       if (t > clip_at) p->clipped++;
       if (x != 0.0f) {
         p->nonzero++;
@@ -178,6 +180,7 @@ static void measure_finish(const meas_part *tot, const ufp4_grid *g, size_t n, u
   for (int i = 0; i < g->n_levels; ++i) {
     double p = tot->kept ? (double)tot->bucket[i] / kept : 0.0;
     m->bucket_p[i] = p;
+    m->bucket_bias[i] = tot->bucket[i] ? tot->bucket_bias[i] / (double)tot->bucket[i] : 0.0;
     e -= p * log(p + 1e-12);
   }
   m->bucket_entropy = e;
@@ -259,9 +262,14 @@ int ufp4_measure_tensor(const ufp4_qformat *f, const float *x, size_t rows, size
     tot.underflow += p->underflow;
     tot.clipped += p->clipped;
     tot.skipped += p->skipped;
-    for (int i = 0; i < UFP4_GRID_MAX_LEVELS; ++i) tot.bucket[i] += p->bucket[i];
+    for (int i = 0; i < UFP4_GRID_MAX_LEVELS; ++i) {
+      tot.bucket[i] += p->bucket[i];
+      tot.bucket_bias[i] += p->bucket_bias[i];
+    }
   }
   measure_finish(&tot, g, n, m);
+  size_t nblocks = ufp4_scale_count(&fq, rows, cols);
+  if (fq.adaptive && nblocks) m->four_share = (double)q.blocks_four / (double)nblocks;
   st = UFP4_OK;
 done:
   free(parts);

@@ -35,6 +35,10 @@ static void usage(FILE *out) {
           "  --rht N             RHT block size of the rotated measurement (default 16; 0 = raw only)\n"
           "  --rht-signs S       random (default, from the seed) or nvidia (fixed 16-entry vector)\n"
           "  --grids LIST        comma-separated, default e2m1,e1m2,int4,e2m1-max2,e2m1-max3,e2m1-max4\n"
+          "  --adaptive A        none (default) or 4over6: Four Over Six block scaling (needs --grids e2m1;\n"
+          "                      with --scale nvfp4 the tensor amax maps to 256 in E4M3); adds the share\n"
+          "                      of blocks that kept the 4-candidate\n"
+          "  --adaptive-metric M 4over6's selection error: mse (default), mae, maxabs\n"
           "other:\n"
           "  --layers K          also simulate a chain of K quantized GEMMs (d = cols, tokens = rows;\n"
           "                      gaussian weights of std 1/sqrt(d)) per grid, raw and with RHT, and\n"
@@ -96,7 +100,7 @@ static int parse_args(int argc, char **argv, bias_opts *o) {
   for (int g = 0; g < UFP4_GRID_COUNT; g++) o->grids[g] = (ufp4_grid_id)g;
   o->n_grids = UFP4_GRID_COUNT;
   const char *c = "bias";
-  const unsigned accept = QF_BLOCK | QF_SCALE | QF_ROUND | QF_RHT | QF_RHT_SIGNS | QF_SEED;
+  const unsigned accept = QF_BLOCK | QF_SCALE | QF_ROUND | QF_RHT | QF_RHT_SIGNS | QF_SEED | QF_ADAPTIVE;
   for (int i = 1; i < argc; i++) {
     const char *v = NULL;
     int r;
@@ -140,6 +144,11 @@ static int parse_args(int argc, char **argv, bias_opts *o) {
       return 2;
     }
   }
+  for (int g = 0; g < o->n_grids; g++)
+    if (ufp4_adaptive_check(o->q.fmt.adaptive, o->grids[g], o->q.fmt.scale)) {
+      fprintf(stderr, "ufp4 bias: --adaptive: %s (pass --grids e2m1)\n", ufp4_last_error());
+      return 2;
+    }
   return cli_qflags_check(c, &o->q) ? 2 : 0;
 }
 
@@ -172,25 +181,37 @@ static void print_table(const bias_opts *o, const ufp4_bias_row *rows, int n_row
   printf("ufp4 bias: input %s\n", input_desc(o, in, sizeof in));
   printf("format: 1x%d blocks, %s scale, %s rounding", o->q.fmt.block, ufp4_scale_name(o->q.fmt.scale),
          ufp4_round_name(o->q.fmt.round));
+  if (o->q.fmt.adaptive)
+    printf(", adaptive %s (%s)", ufp4_adaptive_name(o->q.fmt.adaptive), ufp4_metric_name(o->q.fmt.metric));
   if (o->q.fmt.rht)
     printf("; rht%d = RHT in chunks of %d along cols, %s signs", o->q.fmt.rht, o->q.fmt.rht,
            o->q.nvidia_signs ? "NVIDIA's fixed" : "random (from the seed)");
   printf("\nalpha = <Q(A),A>/||A||^2; dSQNR = gain of rht over raw; shrink bias in grid units;\n"
          "underflow = nonzero inputs quantized to 0; clipped = elements above g_max\n\n");
-  printf("%-10s %-6s %9s %10s %8s %8s %11s %6s %9s %8s\n", "grid", "rht", "alpha", "NMSE", "SQNR dB",
-         "dSQNR", "shrink bias", "B_eff", "underflow", "clipped");
+  const int adapt = o->q.fmt.adaptive != UFP4_ADAPTIVE_NONE;
+  printf("%-10s %-6s %9s %10s %8s %8s %11s %6s %9s %8s%s\n", "grid", "rht", "alpha", "NMSE", "SQNR dB",
+         "dSQNR", "shrink bias", "B_eff", "underflow", "clipped", adapt ? " 4-blocks" : "");
   for (int i = 0; i < n_rows; i++) {
     const ufp4_bias_row *r = &rows[i];
-    char lab[16], ds[16];
+    char lab[16], ds[16], four[24] = "";
     if (r->rht)
       snprintf(ds, sizeof ds, "%+.2f", r->dsqnr);
     else
       snprintf(ds, sizeof ds, "-");
-    printf("%-10s %-6s %9.5f %10.3e %8.2f %8s %11.5f %6.3f %8.3f%% %7.3f%%\n",
+    if (adapt) snprintf(four, sizeof four, " %7.3f%%", 100 * r->m.four_share);
+    printf("%-10s %-6s %9.5f %10.3e %8.2f %8s %11.5f %6.3f %8.3f%% %7.3f%%%s\n",
            ufp4_grid_get(r->grid)->name, rht_label(r->rht, lab, sizeof lab), r->m.alpha, r->m.nmse,
-           r->m.sqnr_db, ds, r->m.shrink_bias, r->m.b_eff, 100 * r->m.underflow, 100 * r->m.clipped);
+           r->m.sqnr_db, ds, r->m.shrink_bias, r->m.b_eff, 100 * r->m.underflow, 100 * r->m.clipped, four);
   }
   if (rows[0].m.n_nonfinite) printf("(%zu non-finite inputs skipped)\n", rows[0].m.n_nonfinite);
+  printf("\nper-bin bias: mean of rho(t) - t over the elements quantized to each level (grid units)\n");
+  for (int i = 0; i < n_rows; i++) {
+    const ufp4_grid *g = ufp4_grid_get(rows[i].grid);
+    char lab[16];
+    printf("%-10s %-6s", g->name, rht_label(rows[i].rht, lab, sizeof lab));
+    for (int b = 0; b < g->n_levels; b++) printf(" %g:%+.4f", (double)g->levels[b], rows[i].m.bucket_bias[b]);
+    printf("\n");
+  }
 }
 
 /* Layers as rows; one column group per grid holding its raw and rotated runs side by side. */
@@ -251,6 +272,8 @@ static int print_json(const bias_opts *o, const ufp4_bias_row *rows, int n_rows)
   cJSON_AddStringToObject(fm, "round", ufp4_round_name(o->q.fmt.round));
   cJSON_AddNumberToObject(fm, "rht", o->q.fmt.rht);
   cJSON_AddStringToObject(fm, "rht_signs", o->q.nvidia_signs ? "nvidia" : "random");
+  cJSON_AddStringToObject(fm, "adaptive", ufp4_adaptive_name(o->q.fmt.adaptive));
+  cJSON_AddStringToObject(fm, "adaptive_metric", ufp4_metric_name(o->q.fmt.metric));
   cJSON *res = cJSON_AddArrayToObject(root, "results");
   for (int i = 0; i < n_rows; i++) {
     const ufp4_bias_row *r = &rows[i];
@@ -273,9 +296,13 @@ static int print_json(const bias_opts *o, const ufp4_bias_row *rows, int n_rows)
     cJSON_AddNumberToObject(j, "clipped", r->m.clipped);
     cJSON_AddNumberToObject(j, "n", (double)r->m.n);
     cJSON_AddNumberToObject(j, "n_nonfinite", (double)r->m.n_nonfinite);
+    cJSON_AddNumberToObject(j, "four_share", r->m.four_share);
     cJSON *bp = cJSON_AddArrayToObject(j, "bucket_p");
-    for (int b = 0; b < ufp4_grid_get(r->grid)->n_levels; b++)
+    cJSON *bb = cJSON_AddArrayToObject(j, "bucket_bias");
+    for (int b = 0; b < ufp4_grid_get(r->grid)->n_levels; b++) {
       cJSON_AddItemToArray(bp, cJSON_CreateNumber(r->m.bucket_p[b]));
+      cJSON_AddItemToArray(bb, cJSON_CreateNumber(r->m.bucket_bias[b]));
+    }
     if (r->chain) {
       cJSON *ch = cJSON_AddArrayToObject(j, "layers");
       for (int k = 0; k < o->layers; k++) {

@@ -18,11 +18,20 @@
  *       60     4  u32 bytes per scale (4: fp32 dequantization factors; 1: E4M3 or E8M0 codes)
  *       64     8  u64 seed (stochastic rounding, and the random RHT signs)
  *       72     4  u32 rht signs (0 none, 1 random from the seed, 2 NVIDIA's fixed vector)
- *       76     4  u32 reserved (0)
+ *       76     4  u32 adaptive scaling: byte 0 the kind (ufp4_adaptive: 0 none, 1 4over6), byte 1
+ *                  the metric (ufp4_adaptive_metric: 0 mse, 1 mae, 2 maxabs), bytes 2-3 zero. Files
+ *                  written before 4/6 hold 0 here (the field was reserved), which reads as none.
  *       80        scales: ufp4_scale_count() of them, row-major over blocks
  *        ...      codes: ceil(rows*cols/2) bytes, element 2i in the low nibble, 2i+1 in the high
  * A value is decode(code) * scale, where scale is the fp32 factor, or for NVFP4
- * e4m3(byte) / tensor_scale, or for E8M0 2^(byte - 127). */
+ * e4m3(byte) / tensor_scale, or for E8M0 2^(byte - 127).
+ *
+ * Four Over Six needs no per-block flag: the chosen candidate's scale is the block's scale (for
+ * NVFP4 the E4M3 byte simply differs, as in the paper's kernels), and the value formula above is
+ * the same for both candidates, so a reader dequantizes a 4/6 file exactly like a plain one. The
+ * header field only records how the scales were chosen (and, for NVFP4, that tensor_scale maps
+ * the tensor amax to 256 rather than 448). A flag would cost a bit per block that no consumer of
+ * the values reads; the choice itself is a diagnostic (the share printed by quantize). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,6 +64,9 @@ static void usage(FILE *out) {
           "  --rht-signs S     random (default, Philox from --seed) or nvidia (fixed, needs --rht 16)\n"
           "  --seed S          stochastic rounding and random signs (default 0)\n"
           "  --stream N        stochastic rounding stream (default 0)\n"
+          "  --adaptive A      none (default) or 4over6: Four Over Six (E2M1 with fp32, nvfp4 or e8m0-rceil\n"
+          "                    scales); each block keeps the candidate (amax -> 6 or -> 4) of lower error\n"
+          "  --adaptive-metric M  4over6's selection error: mse (default), mae, maxabs\n"
           "  --packed FILE     also write the codes and scales, written atomically (tmp, fsync, rename):\n"
           "      offset size field (little-endian)\n"
           "           0    8 magic \"UFP4PACK\"\n"
@@ -65,7 +77,7 @@ static void usage(FILE *out) {
           "          40    8 u64 rows                 48  8 u64 cols\n"
           "          56    4 f32 tensor scale         60  4 u32 bytes per scale (4 fp32, 1 E4M3/E8M0)\n"
           "          64    8 u64 seed                 72  4 u32 rht signs (0 none, 1 random, 2 nvidia)\n"
-          "          76    4 reserved\n"
+          "          76    4 u32 adaptive: byte 0 kind (0 none, 1 4over6), byte 1 metric (0 mse 1 mae 2 maxabs)\n"
           "          80      scales, one per block, row-major over blocks\n"
           "            ...   codes, two per byte: element 2i low nibble, 2i+1 high nibble\n"
           "      grid ids: 0 e2m1 1 e1m2 2 int4 3-5 e2m1-max2/3/4; scale kinds: 0 fp32 1 nvfp4\n"
@@ -109,6 +121,7 @@ static int write_packed(const char *path, const ufp4_qtensor *q, int signs_kind)
   put_u32(img + 60, (uint32_t)sbytes);
   put_u64(img + 64, q->fmt.seed);
   put_u32(img + 72, (uint32_t)signs_kind);
+  put_u32(img + 76, (uint32_t)q->fmt.adaptive | ((uint32_t)q->fmt.metric << 8));
   uint8_t *p = img + PACK_HEADER_BYTES;
   for (size_t i = 0; i < ns; i++) {
     if (q->scale_bits)
@@ -135,7 +148,7 @@ static int parse_args(int argc, char **argv, quant_opts *o) {
   memset(o, 0, sizeof *o);
   o->q.fmt = ufp4_qformat_default();
   const unsigned accept = QF_GRID | QF_BLOCK | QF_TILE2D | QF_SCALE | QF_ROUND | QF_RHT | QF_RHT_SIGNS | QF_SEED |
-                          QF_STREAM;
+                          QF_STREAM | QF_ADAPTIVE;
   for (int i = 1; i < argc; i++) {
     int r;
     if ((r = cli_qflag("quantize", accept, argc, argv, &i, &o->q))) {
@@ -192,7 +205,7 @@ static int quantize(const quant_opts *o, const ufp4_npy *a, const float *signs, 
   return 0;
 }
 
-static void print_summary(const quant_opts *o, const ufp4_npy *a, double nmse) {
+static void print_summary(const quant_opts *o, const ufp4_npy *a, const ufp4_qtensor *q, double nmse) {
   char blk[32];
   if (o->q.fmt.tile2d)
     snprintf(blk, sizeof blk, "16x16 tiles");
@@ -204,6 +217,11 @@ static void print_summary(const quant_opts *o, const ufp4_npy *a, double nmse) {
       ufp4_scale_name(o->q.fmt.scale), ufp4_round_name(o->q.fmt.round),
       o->q.fmt.rht ? (o->unrotate ? ", rht (unrotated)" : ", rht (output rotated)") : "",
       o->packed ? ", packed" : "", nmse, ufp4_sqnr_db(nmse));
+  if (o->q.fmt.adaptive) {
+    size_t nb = ufp4_scale_count(&o->q.fmt, a->shape[0], a->shape[1]);
+    printf("%s (%s): %zu of %zu blocks kept the 4-candidate (%.2f%%)\n", ufp4_adaptive_name(o->q.fmt.adaptive),
+           ufp4_metric_name(o->q.fmt.metric), q->blocks_four, nb, nb ? 100.0 * (double)q->blocks_four / (double)nb : 0.0);
+  }
 }
 
 int ufp4_cmd_quantize(int argc, char **argv) {
@@ -242,7 +260,7 @@ int ufp4_cmd_quantize(int argc, char **argv) {
         (o.packed && write_packed(o.packed, &q, signs_kind) != 0))
       rc = cli_error("quantize", NULL);
     else
-      print_summary(&o, &a, nmse);
+      print_summary(&o, &a, &q, nmse);
   }
   ufp4_qtensor_free(&q);
   free(y);

@@ -51,6 +51,10 @@ int cli_qflag(const char *cmd, unsigned accept, int argc, char **argv, int *i, c
     q->nvidia_signs = !strcmp(v, "nvidia");
     return 1;
   }
+  if ((accept & QF_ADAPTIVE) && (r = cli_value(argc, argv, i, "--adaptive", &v)))
+    return r < 0 ? -1 : named(cmd, "--adaptive", v, ufp4_adaptive_parse(v, &f->adaptive) == 0, "adaptive scaling");
+  if ((accept & QF_ADAPTIVE) && (r = cli_value(argc, argv, i, "--adaptive-metric", &v)))
+    return r < 0 ? -1 : named(cmd, "--adaptive-metric", v, ufp4_metric_parse(v, &f->metric) == 0, "metric");
   if ((accept & QF_SEED) && (r = cli_value(argc, argv, i, "--seed", &v)))
     return r < 0 || cli_parse_u64(cmd, "--seed", v, &f->seed) ? -1 : 1;
   if ((accept & QF_STREAM) && (r = cli_value(argc, argv, i, "--stream", &v)))
@@ -61,6 +65,10 @@ int cli_qflag(const char *cmd, unsigned accept, int argc, char **argv, int *i, c
 int cli_qflags_check(const char *cmd, const cli_qflags *q) {
   if (q->nvidia_signs && q->fmt.rht != 16) {
     fprintf(stderr, "ufp4 %s: --rht-signs nvidia needs --rht 16 (the vector has 16 entries)\n", cmd);
+    return -1;
+  }
+  if (ufp4_adaptive_check(q->fmt.adaptive, q->fmt.grid, q->fmt.scale) != 0) {
+    fprintf(stderr, "ufp4 %s: --adaptive: %s\n", cmd, ufp4_last_error());
     return -1;
   }
   return 0;

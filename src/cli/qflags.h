@@ -19,6 +19,7 @@ enum {
   QF_RHT_SIGNS = 1 << 6, /* --rht-signs random|nvidia */
   QF_SEED = 1 << 7,      /* --seed S (u64) */
   QF_STREAM = 1 << 8,    /* --stream N (u64) */
+  QF_ADAPTIVE = 1 << 9,  /* --adaptive none|4over6, --adaptive-metric mse|mae|maxabs */
 };
 
 typedef struct {
@@ -30,7 +31,8 @@ typedef struct {
  * returns 1; returns -1 after printing "ufp4 <cmd>: --flag: ..." on a bad or missing value; 0
  * when argv[*i] is none of them. */
 int cli_qflag(const char *cmd, unsigned accept, int argc, char **argv, int *i, cli_qflags *q);
-/* The checks across flags: --rht-signs nvidia needs --rht 16. Returns 0, or -1 after printing. */
+/* The checks across flags: --rht-signs nvidia needs --rht 16; --adaptive must fit fmt.grid and
+ * fmt.scale (ufp4_adaptive_check). Returns 0, or -1 after printing. */
 int cli_qflags_check(const char *cmd, const cli_qflags *q);
 /* Fills signs[0..fmt.rht) (NVIDIA's fixed vector, or random from fmt.seed) and returns the kind
  * stored in packed files: 0 no RHT, 1 random, 2 nvidia. */

@@ -7,7 +7,13 @@
 #include "ufp4/error.h"
 #include "ufp4/rht.h"
 
-const char *const ufp4_recipe_presets[] = {"fp32", "bf16", "e2m1", "ufp4", "nvfp4", "mxfp4", NULL};
+const char *const ufp4_recipe_presets[] = {"fp32",  "bf16",        "e2m1",         "ufp4",
+                                           "nvfp4", "mxfp4", "e2m1-4over6", "nvfp4-4over6", NULL};
+
+/* The 4/6 presets: a base preset with adaptive=4over6 (MSE, the paper's default). */
+static const struct {
+  const char *name, *base;
+} four_over_six_presets[] = {{"e2m1-4over6", "e2m1"}, {"nvfp4-4over6", "nvfp4"}};
 
 static const char *const operand_names[UFP4_N_OPERANDS] = {"fprop.x", "fprop.w", "dgrad.dy",
                                                            "dgrad.w", "wgrad.dy", "wgrad.x"};
@@ -62,6 +68,14 @@ static ufp4_recipe preset_base(const char *name, ufp4_precision p) {
 }
 
 static int preset(const char *name, ufp4_recipe *r) {
+  for (size_t i = 0; i < sizeof four_over_six_presets / sizeof four_over_six_presets[0]; i++)
+    if (!strcmp(name, four_over_six_presets[i].name)) {
+      int rc = preset(four_over_six_presets[i].base, r);
+      snprintf(r->name, sizeof r->name, "%s", name);
+      r->adaptive = UFP4_ADAPTIVE_4OVER6;
+      r->metric = UFP4_METRIC_MSE;
+      return rc;
+    }
   if (!strcmp(name, "fp32")) {
     *r = preset_base(name, UFP4_PREC_FP32);
   } else if (!strcmp(name, "bf16")) {
@@ -91,7 +105,9 @@ static int preset(const char *name, ufp4_recipe *r) {
     r->sr_mask = SR_BACKWARD;
     r->sr_prescale = MXFP4_SR_PRESCALE;
   } else {
-    return ufp4_fail(UFP4_EINVAL, "recipe: unknown preset '%s' (fp32, bf16, e2m1, ufp4, nvfp4, mxfp4)",
+    return ufp4_fail(UFP4_EINVAL,
+                     "recipe: unknown preset '%s' (fp32, bf16, e2m1, ufp4, nvfp4, mxfp4, e2m1-4over6, "
+                     "nvfp4-4over6)",
                      name);
   }
   return 0;
@@ -209,6 +225,8 @@ static int apply(ufp4_recipe *r, const char *key, const char *value) {
   if (!strcmp(key, "tile2d")) return parse_int(key, value, 0, 1, &r->tile2d);
   if (!strcmp(key, "keep_first")) return parse_int(key, value, 0, MAX_KEPT, &r->keep_first);
   if (!strcmp(key, "keep_last")) return parse_int(key, value, 0, MAX_KEPT, &r->keep_last);
+  if (!strcmp(key, "adaptive")) return ufp4_adaptive_parse(value, &r->adaptive);
+  if (!strcmp(key, "adaptive_metric")) return ufp4_metric_parse(value, &r->metric);
   return ufp4_fail(UFP4_EINVAL, "recipe: unknown key '%s'", key);
 }
 
@@ -216,6 +234,11 @@ static int check(const ufp4_recipe *r) {
   if (r->rht_signs == UFP4_SIGNS_NVIDIA && r->rht_n != NVIDIA_SIGNS_N && r->rht_mask)
     return ufp4_fail(UFP4_EINVAL, "recipe: rht_signs=nvidia is a %d-entry vector, but rht_n=%d",
                      NVIDIA_SIGNS_N, r->rht_n);
+  if (r->precision == UFP4_PREC_FP4 && ufp4_adaptive_check(r->adaptive, r->grid, r->scale)) {
+    char why[256]; /* copied: ufp4_fail rewrites the buffer ufp4_last_error points to */
+    snprintf(why, sizeof why, "%s", ufp4_last_error());
+    return ufp4_fail(UFP4_EINVAL, "recipe: %s", why);
+  }
   return 0;
 }
 
@@ -295,12 +318,20 @@ void ufp4_recipe_format(const ufp4_recipe *r, char *buf, size_t size) {
              r->keep_last, gk);
     return;
   }
+  /* adaptive= only where it says something: the specs of pre-4/6 recipes keep their bytes. */
+  ufp4_recipe base;
+  char adapt[64] = "";
+  if (preset(r->name, &base) != 0) base.adaptive = UFP4_ADAPTIVE_NONE, base.metric = UFP4_METRIC_MSE;
+  if (r->adaptive || r->metric || base.adaptive || base.metric)
+    snprintf(adapt, sizeof adapt, ",adaptive=%s,adaptive_metric=%s", ufp4_adaptive_name(r->adaptive),
+             ufp4_metric_name(r->metric));
   snprintf(buf, size,
            "%s,grid=%s,scale=%s,block=%d,round=%s,sr=%s,sr_bits=%d,sr_prescale=%g,rht=%s,rht_n=%d,"
-           "rht_signs=%s,tile2d=%d,keep_first=%d,keep_last=%d%s",
+           "rht_signs=%s,tile2d=%d,keep_first=%d,keep_last=%d%s%s",
            r->name, ufp4_grid_get(r->grid)->name, ufp4_scale_name(r->scale), r->block, ufp4_round_name(r->round),
            sr, r->sr_bits, (double)r->sr_prescale, rht, r->rht_n,
-           r->rht_signs == UFP4_SIGNS_NVIDIA ? "nvidia" : "random", r->tile2d, r->keep_first, r->keep_last, gk);
+           r->rht_signs == UFP4_SIGNS_NVIDIA ? "nvidia" : "random", r->tile2d, r->keep_first, r->keep_last,
+           adapt, gk);
 }
 
 ufp4_qformat ufp4_recipe_operand_format(const ufp4_recipe *r, ufp4_operand op) {
@@ -313,5 +344,7 @@ ufp4_qformat ufp4_recipe_operand_format(const ufp4_recipe *r, ufp4_operand op) {
   if (r->sr_mask & (1u << op)) f.round = r->sr_bits == SR_BITS_HW ? UFP4_ROUND_SR8 : UFP4_ROUND_SR;
   else f.round = r->round;
   f.rht = (r->rht_mask & (1u << ufp4_operand_gemm(op))) ? r->rht_n : 0;
+  f.adaptive = r->adaptive;
+  f.metric = r->metric;
   return f;
 }

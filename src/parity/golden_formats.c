@@ -17,8 +17,9 @@
 
 #define F(name_, recipe_, grid_, scale_, block_, tile_, round_, rht_, signs_)                          \
   {name_, recipe_,                                                                                 \
-   {UFP4_GRID_##grid_, UFP4_ROUND_##round_, UFP4_SCALE_##scale_, block_, tile_, rht_, NULL,         \
-    GOLDEN_SEED, GOLDEN_STREAM},                                                                   \
+   {.grid = UFP4_GRID_##grid_, .round = UFP4_ROUND_##round_, .scale = UFP4_SCALE_##scale_,         \
+    .block = block_, .tile2d = tile_, .rht = rht_, .rht_signs = NULL, .seed = GOLDEN_SEED,          \
+    .stream = GOLDEN_STREAM},                                                                      \
    signs_}
 
 static const ufp4_golden_format formats[] = {

@@ -33,8 +33,12 @@
 #include <string.h>
 
 blk_scale ufp4_q_block_scale(const ufp4_qjob *j, float amax, int bad) {
+  return ufp4_q_block_scale_to(j, amax, bad, j->g);
+}
+
+blk_scale ufp4_q_block_scale_to(const ufp4_qjob *j, float amax, int bad, const ufp4_grid *gt) {
   blk_scale s = {BLK_ZERO, 0.0f, 0.0f, 0};
-  const float g_max = j->g->g_max;
+  const float g_max = gt->g_max;
   switch (j->f->scale) {
   case UFP4_SCALE_FP32:
     if (bad) {
@@ -73,7 +77,7 @@ blk_scale ufp4_q_block_scale(const ufp4_qjob *j, float amax, int bad) {
       s.bits = 0xFF;
       return s;
     }
-    s.bits = ufp4_e8m0_scale(amax, j->g, rule);
+    s.bits = ufp4_e8m0_scale(amax, gt, rule);
     if (s.bits == 0xFF) { /* cannot happen for a finite amax; kept so a NaN is never lost */
       s.mode = BLK_NAN;
       s.scale = NAN;
@@ -100,6 +104,26 @@ static void fill_rbits_ref(uint64_t seed, uint64_t stream, uint64_t idx0, size_t
   }
 }
 
+/* 4/6's error of the block quantized with the ordinary scale s (quant.h): element i of the block
+ * (row-major) goes to partial sum i mod 8. */
+static float candidate_error(const ufp4_qjob *j, const float *src, const uint32_t *rb, size_t h,
+                             size_t w, blk_scale s) {
+  const ufp4_adaptive_metric m = j->f->metric;
+  float lane[8] = {0};
+  size_t e = 0;
+  for (size_t i = 0; i < h; i++) {
+    const float *p = src + i * j->cols;
+    const uint32_t *rr = rb ? rb + i * j->cols : NULL;
+    for (size_t k = 0; k < w; k++, e++) {
+      float t = s.mode == BLK_MUL ? p[k] * s.enc : p[k] / s.scale;
+      uint8_t code = ufp4_encode(j->g, t, j->f->round, rr ? rr[k] : 0u);
+      float y = ufp4_q_dequant_value(j->dec[code], s.scale);
+      lane[e % 8] = ufp4_q_err_add(lane[e % 8], ufp4_q_err_term(y - p[k], m), m);
+    }
+  }
+  return ufp4_q_err_reduce(lane, m);
+}
+
 /* One block of h rows x w cols. src/rb are band-local (row stride cols), starting at the block's
  * first row and column; r0, c0 are the block's global coordinates. */
 void ufp4_q_do_block(const ufp4_qjob *j, const float *src, const uint32_t *rb, size_t r0, size_t c0,
@@ -116,6 +140,16 @@ void ufp4_q_do_block(const ufp4_qjob *j, const float *src, const uint32_t *rb, s
     }
   }
   blk_scale s = ufp4_q_block_scale(j, amax, bad);
+  int four = 0;
+  if (j->g4) {
+    blk_scale s4 = ufp4_q_block_scale_to(j, amax, bad, j->g4);
+    if (ufp4_q_adaptive_applies(j, s, s4) &&
+        candidate_error(j, src, rb, h, w, s4) < candidate_error(j, src, rb, h, w, s)) {
+      s = s4;
+      four = 1;
+    }
+  }
+  if (j->four) j->four[sidx] = (uint8_t)four;
   if (j->scales) j->scales[sidx] = s.scale;
   if (j->scale_bits) j->scale_bits[sidx] = s.bits;
 
@@ -228,7 +262,9 @@ static int run_job(ufp4_qjob *j) {
     float amax = 0.0f;
     int rc = tensor_amax(j, &amax);
     if (rc) return rc;
-    float s_enc = UFP4_E4M3_MAX * j->g->g_max / amax;
+    /* 4/6 maps the tensor amax to 256 (not 448) in E4M3 so the 4-candidate still fits (quant.h). */
+    const float top = f->adaptive == UFP4_ADAPTIVE_4OVER6 ? UFP4_4OVER6_E4M3_TOP : UFP4_E4M3_MAX;
+    float s_enc = top * j->g->g_max / amax;
     j->s_enc = (amax == 0.0f || !isfinite(s_enc)) ? 1.0f : s_enc;
   }
 
@@ -285,6 +321,7 @@ static ufp4_qjob job_of(const ufp4_qformat *f, const float *x, size_t rows, size
   j.cols = cols;
   j.x = x;
   j.k = k;
+  if (f->adaptive == UFP4_ADAPTIVE_4OVER6) j.g4 = ufp4_grid_get(UFP4_GRID_E2M1_MAX4);
   return j;
 }
 
@@ -313,7 +350,13 @@ int ufp4_q_quantize(const ufp4_qformat *f, const float *x, size_t rows, size_t c
   j.codes = q->codes;
   j.scales = q->scales;
   j.scale_bits = q->scale_bits;
+  if (j.g4 && !(j.four = calloc(ns ? ns : 1, 1))) {
+    ufp4_qtensor_free(q);
+    return ufp4_fail(UFP4_ENOMEM, "quantize: cannot allocate %zu 4/6 choice flags", ns);
+  }
   rc = run_job(&j);
+  for (size_t b = 0; j.four && b < ns; b++) q->blocks_four += j.four[b];
+  free(j.four);
   if (rc) {
     ufp4_qtensor_free(q);
     return rc;

@@ -48,6 +48,10 @@ typedef struct {
   uint8_t *scale_bits; /* may be NULL */
   float *y;            /* may be NULL (quantize only); may alias x */
   const ufp4_q_kernels *k; /* the kernel family running the job */
+  const ufp4_grid *g4;     /* 4/6: the grid whose g_max (4) the 4-candidate's scale rule uses;
+                              NULL without adaptive scaling */
+  uint8_t *four;           /* 4/6: per scale index, 1 when the block kept the 4-candidate; may
+                              be NULL */
 } ufp4_qjob;
 
 /* The steps of a quantization that a kernel family implements. Each must give the bytes of the
@@ -92,6 +96,26 @@ static inline float ufp4_q_dequant_value(float code_value, float scale) {
 
 /* The scale of a block from its amax and whether it holds a NaN/Inf (block_quant.c). */
 blk_scale ufp4_q_block_scale(const ufp4_qjob *j, float amax, int bad);
+/* The same rule with amax mapped to gt->g_max instead of j->g's (4/6's 4-candidate: gt = j->g4). */
+blk_scale ufp4_q_block_scale_to(const ufp4_qjob *j, float amax, int bad, const ufp4_grid *gt);
+
+/* 4/6's error (quant.h): the term of one element's error e = y - x, and the combination of the 8
+ * partial sums, shared by the scalar reference and the AVX2 kernel so that the order is one. */
+static inline float ufp4_q_err_term(float e, ufp4_adaptive_metric m) {
+  return m == UFP4_METRIC_MSE ? e * e : fabsf(e);
+}
+static inline float ufp4_q_err_add(float acc, float v, ufp4_adaptive_metric m) {
+  return m == UFP4_METRIC_MAXABS ? (v > acc ? v : acc) : acc + v;
+}
+static inline float ufp4_q_err_reduce(const float l[8], ufp4_adaptive_metric m) {
+  float a = ufp4_q_err_add(l[0], l[1], m), b = ufp4_q_err_add(l[2], l[3], m);
+  float c = ufp4_q_err_add(l[4], l[5], m), d = ufp4_q_err_add(l[6], l[7], m);
+  return ufp4_q_err_add(ufp4_q_err_add(a, b, m), ufp4_q_err_add(c, d, m), m);
+}
+/* Whether a block with the ordinary scale s6 may try the 4-candidate s4 (both ordinary). */
+static inline int ufp4_q_adaptive_applies(const ufp4_qjob *j, blk_scale s6, blk_scale s4) {
+  return j->g4 && (s6.mode == BLK_DIV || s6.mode == BLK_MUL) && (s4.mode == BLK_DIV || s4.mode == BLK_MUL);
+}
 /* The scalar reference for one block of h rows x w cols; src/rb are band-local with row stride
  * cols, starting at the block's first element; r0, c0 its global position; sidx its scale index. */
 void ufp4_q_do_block(const ufp4_qjob *j, const float *src, const uint32_t *rb, size_t r0, size_t c0,

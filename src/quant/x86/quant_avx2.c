@@ -19,6 +19,10 @@
  *     except in the 1x16 group kernel, whose scales_mx computes 8 at once on the bit patterns
  *     (per-block scalar calls there measured about 2x slower; quant_internal.h), held to the
  *     scalar rule by tests/test_quant_scales_enum.c.
+ *   - 4/6 (adaptive scaling): both candidates' errors are summed in the order of the reference's
+ *     8 partial sums (element i into sum i mod 8, then ufp4_q_err_reduce's pairing): in block_vec
+ *     one block at a time, its vector lanes being the partial sums; in the 1x16 group kernel 8
+ *     blocks at a time, lane = block, the partial sums built element by element (choose4_group).
  *   - Blocks the kernels do not vectorize (NaN/Inf or all-zero blocks, blocks whose width is not
  *     a multiple of 8) go to the scalar ufp4_q_do_block.
  *
@@ -212,6 +216,33 @@ INL int need_clamp(__m256 scales) {
   return _mm256_movemask_ps(_mm256_cmp_ps(scales, _mm256_set1_ps(0x1p100f), _CMP_GE_OQ)) != 0;
 }
 
+/* 4/6's error of one block (w a multiple of 8) quantized with the ordinary scale s, as the
+ * reference's candidate_error: vector lane l holds partial sum l, since element i of the block
+ * lands in lane i mod 8 when w is a multiple of 8. */
+INL float cand_err_vec(const ufp4_qjob *j, const qk *k, const float *src, size_t sstride,
+                       const uint32_t *rb, size_t h, size_t w, blk_scale s, const int mode,
+                       const int gc) {
+  const ufp4_adaptive_metric m = j->f->metric;
+  const __m256 sc = _mm256_set1_ps(s.scale), en = _mm256_set1_ps(s.enc);
+  const int mul = s.mode == BLK_MUL, clamp = need_clamp(sc);
+  __m256 acc = _mm256_setzero_ps();
+  for (size_t i = 0; i < h; i++) {
+    const float *p = src + i * sstride;
+    const uint32_t *rr = rb ? rb + i * j->cols : NULL;
+    for (size_t c = 0; c < w; c += 8) {
+      __m256 x = _mm256_loadu_ps(p + c);
+      __m256 t = mul ? _mm256_mul_ps(x, en) : _mm256_div_ps(x, sc);
+      __m256i rbits = rr ? _mm256_loadu_si256((const __m256i *)(rr + c)) : _mm256_setzero_si256();
+      __m256 e = _mm256_sub_ps(y_of_t(k, t, rbits, sc, clamp, mode, gc), x);
+      __m256 v = m == UFP4_METRIC_MSE ? _mm256_mul_ps(e, e) : _mm256_andnot_ps(SIGN_BIT, e);
+      acc = m == UFP4_METRIC_MAXABS ? _mm256_max_ps(v, acc) : _mm256_add_ps(acc, v);
+    }
+  }
+  float l[8];
+  _mm256_storeu_ps(l, acc);
+  return ufp4_q_err_reduce(l, m);
+}
+
 /* One block of h rows x w cols (w a multiple of 8); src row stride sstride, rb row stride cols.
  * NaN/Inf and zero blocks go to the scalar reference (src must then have stride cols or h = 1). */
 INL void block_vec(const ufp4_qjob *j, const qk *k, const float *src, size_t sstride,
@@ -228,6 +259,14 @@ INL void block_vec(const ufp4_qjob *j, const qk *k, const float *src, size_t sst
   if (s.mode != BLK_DIV && s.mode != BLK_MUL) {
     ufp4_q_do_block(j, src, rb, r0, c0, h, w, sidx);
     return;
+  }
+  if (j->g4) {
+    blk_scale s4 = ufp4_q_block_scale_to(j, bits2f(ab), 0, j->g4);
+    int four = ufp4_q_adaptive_applies(j, s, s4) &&
+               cand_err_vec(j, k, src, sstride, rb, h, w, s4, mode, gc) <
+                   cand_err_vec(j, k, src, sstride, rb, h, w, s, mode, gc);
+    if (four) s = s4;
+    if (j->four) j->four[sidx] = (uint8_t)four;
   }
   if (j->scales) j->scales[sidx] = s.scale;
   if (j->scale_bits) j->scale_bits[sidx] = s.bits;
@@ -353,7 +392,7 @@ INL void scale_all(__m256 *v, __m256 q) {
  * minifloat.c's ufp4_f32_to_e4m3, ufp4_e4m3_to_f32, ufp4_e8m0_scale, on the bit patterns).
  * Returns 0 when some block is not an ordinary BLK_MUL block (NaN/Inf, zero, or an NVFP4 encode
  * factor that overflows); the caller then takes the scalar route for the group. */
-INL int scales_mx(const ufp4_qjob *j, const qk *k, __m256 amax, __m256i bad, __m256 *sc, __m256 *en,
+INL int scales_mx(const ufp4_qjob *j, const ufp4_grid *g, __m256 amax, __m256i bad, __m256 *sc, __m256 *en,
                   uint8_t bits[8]) {
   const ufp4_scale_kind kind = j->f->scale;
   const __m256i one = _mm256_set1_epi32(1), zero = _mm256_setzero_si256();
@@ -362,7 +401,7 @@ INL int scales_mx(const ufp4_qjob *j, const qk *k, __m256 amax, __m256i bad, __m
   okm = _mm256_andnot_si256(_mm256_castps_si256(_mm256_cmp_ps(amax, _mm256_setzero_ps(), _CMP_EQ_OQ)), okm);
   if (kind == UFP4_SCALE_NVFP4) {
     const __m256 senc = _mm256_set1_ps(j->s_enc);
-    __m256 v = _mm256_div_ps(_mm256_mul_ps(amax, senc), k->gmax);
+    __m256 v = _mm256_div_ps(_mm256_mul_ps(amax, senc), _mm256_set1_ps(g->g_max));
     __m256i a = _mm256_castps_si256(v); /* v >= 0 and finite in the lanes that matter */
     /* E4M3 normal: keep 3 mantissa bits, round half to even on the bit pattern. */
     __m256i odd = _mm256_and_si256(_mm256_srli_epi32(a, 20), one);
@@ -383,7 +422,6 @@ INL int scales_mx(const ufp4_qjob *j, const qk *k, __m256 amax, __m256i bad, __m
     *en = _mm256_div_ps(_mm256_set1_ps(1.0f), *sc);
     okm = _mm256_and_si256(okm, _mm256_castps_si256(_mm256_cmp_ps(*en, _mm256_set1_ps(INFINITY), _CMP_LT_OQ)));
   } else {
-    const ufp4_grid *g = j->g;
     __m256i u = _mm256_castps_si256(amax), ub;
     const __m256i off = _mm256_set1_epi32(127 + g->emax);
     switch (kind) {
@@ -430,7 +468,7 @@ AVX2 int ufp4_q_scales8_avx2(const ufp4_qjob *j, const float amax[8], float sc[8
   qk k;
   qk_init(&k, j->g);
   __m256 s, e;
-  const int ok = scales_mx(j, &k, _mm256_loadu_ps(amax), _mm256_setzero_si256(), &s, &e, bits);
+  const int ok = scales_mx(j, j->g, _mm256_loadu_ps(amax), _mm256_setzero_si256(), &s, &e, bits);
   _mm256_storeu_ps(sc, s);
   _mm256_storeu_ps(en, e);
   return ok;
@@ -441,6 +479,55 @@ typedef struct {
   __m256 s[16];
   const __m256 *signs;
 } rht16c;
+
+/* 4/6's error of 8 blocks held as v[e] = element e of each (lane = block), quantized with scales
+ * sc (encoding by dividing by sc, or with mul by multiplying by en): element e of a block goes to
+ * partial sum e mod 8, i.e. P[l] = (0 + T[l]) + T[l + 8], combined as the reference's
+ * ufp4_q_err_reduce, all lane by lane. */
+INL __m256 err_add8(__m256 acc, __m256 t, ufp4_adaptive_metric m) {
+  return m == UFP4_METRIC_MAXABS ? _mm256_max_ps(t, acc) : _mm256_add_ps(acc, t);
+}
+INL __m256 group_err(const qk *k, const __m256 *v, const __m256 *rbv, __m256 sc, __m256 en, int mul,
+                     ufp4_adaptive_metric m, const int mode, const int gc) {
+  const int clamp = need_clamp(sc);
+  __m256 T[16], P[8];
+  for (int e = 0; e < 16; e++) {
+    __m256 t = mul ? _mm256_mul_ps(v[e], en) : _mm256_div_ps(v[e], sc);
+    __m256 d = _mm256_sub_ps(y_of_t(k, t, _mm256_castps_si256(rbv[e]), sc, clamp, mode, gc), v[e]);
+    T[e] = m == UFP4_METRIC_MSE ? _mm256_mul_ps(d, d) : _mm256_andnot_ps(SIGN_BIT, d);
+  }
+  for (int l = 0; l < 8; l++) P[l] = err_add8(err_add8(_mm256_setzero_ps(), T[l], m), T[l + 8], m);
+  __m256 a = err_add8(P[0], P[1], m), b = err_add8(P[2], P[3], m);
+  __m256 c = err_add8(P[4], P[5], m), d = err_add8(P[6], P[7], m);
+  return err_add8(err_add8(a, b, m), err_add8(c, d, m), m);
+}
+
+/* 4/6 for 8 ordinary 1x16 blocks (v unfolded) whose 6-candidate is sc / en / bits: replaces them
+ * by the 4-candidate where it errs less and records the choice. FP32 scales encode by dividing, the
+ * others by multiplying (mul), as the reference. Returns 0 when some 4-candidate is not an
+ * ordinary block, for the per-block route. */
+INL int choose4_group(const ufp4_qjob *j, const qk *k, const __m256 *v, const __m256 *rbv, __m256 amax,
+                      size_t sidx, __m256 *sc, __m256 *en, uint8_t bits[8], int mul, const int mode,
+                      const int gc) {
+  __m256 sc4, en4 = _mm256_setzero_ps();
+  uint8_t bits4[8] = {0};
+  if (!mul) /* amax / 4 >= amax / 6, which is not 0 here */
+    sc4 = _mm256_div_ps(amax, _mm256_set1_ps(j->g4->g_max));
+  else if (!scales_mx(j, j->g4, amax, _mm256_setzero_si256(), &sc4, &en4, bits4))
+    return 0;
+  const ufp4_adaptive_metric m = j->f->metric;
+  __m256 e6 = group_err(k, v, rbv, *sc, *en, mul, m, mode, gc);
+  __m256 e4 = group_err(k, v, rbv, sc4, en4, mul, m, mode, gc);
+  __m256 four = _mm256_cmp_ps(e4, e6, _CMP_LT_OQ);
+  int mask = _mm256_movemask_ps(four);
+  *sc = _mm256_blendv_ps(*sc, sc4, four);
+  *en = _mm256_blendv_ps(*en, en4, four);
+  for (int b = 0; b < 8; b++) {
+    if (mask >> b & 1) bits[b] = bits4[b];
+    if (j->four) j->four[sidx + (size_t)b] = (uint8_t)(mask >> b & 1);
+  }
+  return 1;
+}
 
 /* 8 consecutive 1x16 blocks of row r starting at column c0 (scale index sidx). src: the 128
  * input floats (raw when rc, which rotates them here); rb: their random bits or NULL. */
@@ -486,8 +573,18 @@ INL void group16(const ufp4_qjob *j, const qk *k, const float *src, const uint32
     __m256i zero = _mm256_castps_si256(_mm256_cmp_ps(sc, _mm256_setzero_ps(), _CMP_EQ_OQ));
     ok = _mm256_testz_si256(_mm256_or_si256(bad, zero), _mm256_or_si256(bad, zero));
   } else {
-    ok = scales_mx(j, k, amax, bad, &sc, &en, bits);
+    ok = scales_mx(j, j->g, amax, bad, &sc, &en, bits);
     mul = 1;
+  }
+  __m256 rbv[16];
+  if (rb)
+    load_soa((const float *)rb, rbv);
+  else
+    for (int e = 0; e < 16; e++) rbv[e] = _mm256_setzero_ps();
+  if (ok && j->g4) { /* 4/6: the 8 blocks' two candidates at once; folding is not worth it here */
+    if (folded) scale_all(v, quarter);
+    folded = 0;
+    ok = choose4_group(j, k, v, rbv, amax, sidx, &sc, &en, bits, mul, mode, gc);
   }
   if (!ok) { /* some block is special: do the 8 one by one */
     float buf[128];
@@ -508,11 +605,6 @@ INL void group16(const ufp4_qjob *j, const qk *k, const float *src, const uint32
   if (j->scales) _mm256_storeu_ps(j->scales + sidx, sc);
   if (j->scale_bits) memcpy(j->scale_bits + sidx, bits, 8);
 
-  __m256 rbv[16];
-  if (rb)
-    load_soa((const float *)rb, rbv);
-  else
-    for (int e = 0; e < 16; e++) rbv[e] = _mm256_setzero_ps();
   __m256 yv[16], cv[16];
   const size_t o = r * j->cols + c0;
   if (j->y) {
