@@ -36,8 +36,8 @@ typedef struct {
    * floor(256 p)/256), so d = rho - E[rho] = rho - lo - P (hi - lo) has mean 0 and variance
    * (hi - lo)^2 P (1 - P), in grid units, and draws are independent across elements (Philox by
    * element index). Over the sr_n elements with 0 < P < 1:
-   *   sr_bias   sum d / sum (hi - lo): the mean rounding bias in grid steps (-0.5 for a stream
-   *             that always rounds down, whatever the data);
+   *   sr_bias   sum d / sum (hi - lo): the mean rounding bias in grid steps (a stream that
+   *             always rounds down gives -sum P (hi - lo) / sum (hi - lo), near -0.5);
    *   sr_z_mag  sum d / sqrt(sum var): bias of magnitudes (negative: toward zero);
    *   sr_z_val  sum sign(x) d / sqrt(sum var): bias of values (negative: toward -inf).
    * A correct SR gives z-scores that are N(0, 1) for large sr_n (central limit theorem). t is
