@@ -101,6 +101,25 @@ static void test_proj_names(void **state) {
   assert_string_equal(b, "model.layers.5.mlp.experts.2.down_proj");
   ufp4_guard_proj_name(1, UFP4_PROJ_EXPERT(4, 0), 4, b, sizeof b);
   assert_string_equal(b, "model.layers.1.mlp.shared_expert.gate_proj");
+  ufp4_guard_proj_name(-1, UFP4_PROJ_HEAD, 0, b, sizeof b);
+  assert_string_equal(b, "lm_head");
+  /* The model's own table of names (model.h) agrees for every projection of an MoE model. */
+  ufp4_model_config c = ufp4_model_config_default();
+  c.n_layers = 2;
+  c.moe_experts = 3;
+  c.moe_shared_ffn = 16;
+  c.moe_every = 2;
+  ufp4_model_config_resolve(&c);
+  const int n = ufp4_model_projection_count(&c);
+  ufp4_projection_info *p = calloc((size_t)n, sizeof *p);
+  assert_non_null(p);
+  ufp4_model_projections(&c, p);
+  for (int i = 0; i < n; i++) {
+    const int id = p[i].expert >= 0 ? UFP4_PROJ_EXPERT(p[i].expert, p[i].proj - UFP4_PROJ_GATE) : p[i].proj;
+    ufp4_guard_proj_name(p[i].layer, id, c.moe_experts, b, sizeof b);
+    assert_string_equal(b, p[i].name);
+  }
+  free(p);
 }
 
 /* ---- the SR bias statistic */

@@ -74,7 +74,8 @@ int ufp4_guard_check(const ufp4_guard *g, ufp4_operand op, const ufp4_qmeasures 
                      ufp4_guard_breach *out, int max);
 
 /* The Hugging Face name of a projection of block `layer` (proj as the probe reports it;
- * n_experts: the model's routed experts, whose next id is the shared expert). */
+ * n_experts: the model's routed experts, whose next id is the shared expert; UFP4_PROJ_HEAD is
+ * lm_head): the names of model.h's ufp4_model_projections. */
 void ufp4_guard_proj_name(int layer, int proj, int n_experts, char *buf, size_t size);
 
 /* One line saying what breached: "step 3, model.layers.0.mlp.up_proj, wgrad operand dY

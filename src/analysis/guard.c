@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "ufp4/error.h"
+#include "ufp4/model.h"
 #include "ufp4/moe.h"
 
 static const char *const measure_names[UFP4_GUARD_N_MEASURES] = {"underflow", "clip", "sqnr", "srbias"};
@@ -134,7 +135,9 @@ void ufp4_guard_proj_name(int layer, int proj, int n_experts, char *buf, size_t 
                                       "mlp.down_proj"};
   static const char *const kinds[3] = {"gate_proj", "up_proj", "down_proj"};
   const int e = (proj - UFP4_PROJ_EXPERT(0, 0)) / 3, k = (proj - UFP4_PROJ_EXPERT(0, 0)) % 3;
-  if (proj >= 0 && proj < (int)(sizeof dense / sizeof *dense))
+  if (proj == UFP4_PROJ_HEAD)
+    snprintf(buf, size, "lm_head");
+  else if (proj >= 0 && proj < (int)(sizeof dense / sizeof *dense))
     snprintf(buf, size, "model.layers.%d.%s", layer, dense[proj]);
   else if (proj < UFP4_PROJ_EXPERT(0, 0))
     snprintf(buf, size, "model.layers.%d.proj%d", layer, proj);
