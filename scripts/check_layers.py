@@ -21,7 +21,7 @@ PUBLIC = {
     "quant": "quant",
     "linear": "gemm linear recipe stream",
     "model": "layers model moe",
-    "analysis": "measures synth stats diagnostics drift bias_table power capi",
+    "analysis": "measures synth stats diagnostics drift bias_table power capi guard",
     "io": "npy safetensors",
     "data": "tokenizer corpus shard loader",
     "dist": "dist",

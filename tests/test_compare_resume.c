@@ -349,6 +349,11 @@ static void test_other_binary_is_moved_aside_and_redone(void **state) {
   o.train.threads = 2;
   assert_int_equal(logged(compare_call, &o, &o.log, log, sizeof log), 0);
   assert_log_has(log, "2 done, 0 to resume, 0 to run");
+  /* Nor is a health guard, which only watches (config.json has the key only when it is set). */
+  snprintf(o.train.guard, sizeof o.train.guard, "sqnr>1");
+  snprintf(o.train.guard_policy, sizeof o.train.guard_policy, "stop");
+  assert_int_equal(logged(compare_call, &o, &o.log, log, sizeof log), 0);
+  assert_log_has(log, "2 done, 0 to resume, 0 to run");
   free(metrics);
 }
 

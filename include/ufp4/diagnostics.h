@@ -25,6 +25,7 @@
 
 #include <stdint.h>
 #include <stdio.h>
+#include "ufp4/guard.h"
 #include "ufp4/model.h"
 #include "ufp4/export.h"
 
@@ -47,6 +48,19 @@ int ufp4_forward_drift(ufp4_model *m, const int32_t *tokens, int B, int T, ufp4_
 /* All diagnostics of one batch (tokens/targets [B, T]) as JSON lines into `out`. */
 int ufp4_diagnostics_run(ufp4_model *m, const int32_t *tokens, const int32_t *targets, int B, int T, int step,
                          FILE *out);
+
+/* Health guards on the same pass (guard.h): the measures of every 4-bit operand the run above
+ * takes are checked against `guard`, and each breach goes to `breach`, with step, layer, proj and
+ * proj_name filled in, in the order the operands are measured. The guard adds no pass and no
+ * measurement of its own: the checks read the measures the diagnostics compute anyway. */
+typedef struct {
+  const ufp4_guard *guard;
+  void (*breach)(void *ud, const ufp4_guard_breach *b);
+  void *ud;
+} ufp4_diag_guard;
+/* ufp4_diagnostics_run with guards; guard NULL is ufp4_diagnostics_run. */
+int ufp4_diagnostics_run_guarded(ufp4_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
+                                 int step, FILE *out, const ufp4_diag_guard *guard);
 
 UFP4_API_END
 #ifdef __cplusplus

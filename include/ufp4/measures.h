@@ -34,6 +34,21 @@ typedef struct {
                             the kept elements quantized to that level, grid units (0 if none) */
   double four_share;     /* 4/6 (f->adaptive): fraction of blocks that kept the 4-candidate; 0
                             otherwise */
+  /* Stochastic rounding (f->round sr or sr8) only, else 0: a test of the rounding against its
+   * own law. An element strictly between neighbouring levels lo < t < hi (t < g_max) rounds up
+   * with the probability P the mode defines (sr: (t - lo)/(hi - lo), exact within 2^-32; sr8:
+   * floor(256 p)/256), so d = rho - E[rho] = rho - lo - P (hi - lo) has mean 0 and variance
+   * (hi - lo)^2 P (1 - P), in grid units, and draws are independent across elements (Philox by
+   * element index). Over the sr_n elements with 0 < P < 1:
+   *   sr_bias   sum d / sum (hi - lo): the mean rounding bias in grid steps (a stream that
+   *             always rounds down gives -sum P (hi - lo) / sum (hi - lo), near -0.5);
+   *   sr_z_mag  sum d / sqrt(sum var): bias of magnitudes (negative: toward zero);
+   *   sr_z_val  sum sign(x) d / sqrt(sum var): bias of values (negative: toward -inf).
+   * A correct SR gives z-scores that are N(0, 1) for large sr_n (central limit theorem). t is
+   * |x| / s in double, where the quantizer rounds fp32 t: elements within a relative 2^-20 of a
+   * level (a block's maximum at g_max, say) are left out, since the quantizer's t may be on it. */
+  size_t sr_n;
+  double sr_bias, sr_z_mag, sr_z_val;
   size_t n, n_nonfinite; /* element count; elements skipped: NaN/Inf inputs and the finite
                             elements of a block the quantizer poisoned with a NaN scale. All
                             means and fractions are over the elements kept. */

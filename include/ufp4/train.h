@@ -9,6 +9,8 @@
  *                   val_loss, val_ppl; with a schedule, at each phase: step (the first step, as
  *                   the step lines count, trained under it), "event": "recipe", phase, recipe
  *                   (resolved)
+ *                   per health-guard breach (guard set): {"step","guard":{"proj","layer","gemm",
+ *                   "operand","measure","value","limit","policy"}}
  *   diagnostics.jsonl     with diag_every > 0: operand, GEMM and drift measures (diagnostics.h)
  *   ckpt/step_NNNNNNNN/   checkpoints (checkpoint.h): Hugging Face loadable, plus optimizer state
  *   run.json        the run's record (ufp4_run_record): which binary trained it and whether it
@@ -70,6 +72,10 @@ typedef struct {
   int eval_batches;
   int ckpt_every;         /* 0 = only at the end */
   int diag_every;         /* diagnostics.jsonl every N steps (diagnostics.h); 0 = off */
+  char guard[256];        /* health guards (guard.h's spec), checked at every diagnostics step;
+                           * "" = none */
+  char guard_policy[8];   /* "warn": a breach is logged (stderr, metrics.jsonl) and the run goes
+                           * on; "stop": the run stops with an error naming it */
   int keep_ckpts;         /* most recent checkpoints kept (>= 1) */
   ufp4_nan_policy nan_policy;
   int threads;            /* 0 = OpenMP default */

@@ -61,7 +61,21 @@ typedef struct {
   int n_experts, n_layers;
   operand_sum *ops; /* [layer][3 kinds][UFP4_N_OPERANDS] */
   gemm_sum *gemms;  /* [layer][3 kinds][UFP4_N_GEMMS] */
+  const ufp4_diag_guard *guard; /* NULL: no health guards */
 } probe_state;
+
+/* The guard's breaches of one operand's measures, handed to its callback. */
+static void guard_operand(const probe_state *s, int layer, int proj, ufp4_operand op, const ufp4_qmeasures *q) {
+  ufp4_guard_breach b[UFP4_GUARD_N_MEASURES];
+  const int n = ufp4_guard_check(s->guard->guard, op, q, b, UFP4_GUARD_N_MEASURES);
+  for (int i = 0; i < n; i++) {
+    b[i].step = s->step;
+    b[i].layer = layer;
+    b[i].proj = proj;
+    ufp4_guard_proj_name(layer, proj, s->n_experts, b[i].proj_name, sizeof b[i].proj_name);
+    s->guard->breach(s->guard->ud, &b[i]);
+  }
+}
 
 /* "q".."down" for dense projections, "expert3.gate" or "shared.up" for MoE ones (moe.h ids). */
 static const char *proj_label(const probe_state *s, int proj, char *buf, size_t size) {
@@ -104,6 +118,7 @@ static void on_operand(void *ud, int layer, int proj, ufp4_operand op, const flo
   if (s->rc || (s->rc = ufp4_measure_tensor(f, x, rows, cols, &q))) return;
   char buf[48];
   print_operand(s, layer, proj_label(s, proj, buf, sizeof buf), op, &q, 0, f->adaptive != UFP4_ADAPTIVE_NONE);
+  if (s->guard) guard_operand(s, layer, proj, op, &q);
   long slot = routed_slot(s, layer, proj);
   if (slot < 0) return;
   operand_sum *a = &s->ops[slot * UFP4_N_OPERANDS + op];
@@ -188,6 +203,11 @@ static void print_moe(const probe_state *s, const ufp4_model *m) {
 
 int ufp4_diagnostics_run(ufp4_model *m, const int32_t *tokens, const int32_t *targets, int B, int T, int step,
                          FILE *out) {
+  return ufp4_diagnostics_run_guarded(m, tokens, targets, B, T, step, out, NULL);
+}
+
+int ufp4_diagnostics_run_guarded(ufp4_model *m, const int32_t *tokens, const int32_t *targets, int B, int T,
+                                 int step, FILE *out, const ufp4_diag_guard *guard) {
   const ufp4_model_config *c = ufp4_model_get_config(m);
   ufp4_drift_point *drift = malloc(sizeof *drift * (size_t)(c->n_layers + 1));
   if (!drift) return ufp4_fail(UFP4_ENOMEM, "diagnostics: out of memory");
@@ -204,7 +224,8 @@ int ufp4_diagnostics_run(ufp4_model *m, const int32_t *tokens, const int32_t *ta
   }
   free(drift);
   if (rc) return rc;
-  probe_state s = {.out = out, .step = step, .n_experts = c->moe_experts, .n_layers = c->n_layers};
+  probe_state s = {.out = out, .step = step, .n_experts = c->moe_experts, .n_layers = c->n_layers,
+                   .guard = guard && guard->guard && guard->guard->n_rules ? guard : NULL};
   if (c->moe_experts > 0) {
     s.ops = calloc((size_t)c->n_layers * 3 * UFP4_N_OPERANDS, sizeof *s.ops);
     s.gemms = calloc((size_t)c->n_layers * 3 * UFP4_N_GEMMS, sizeof *s.gemms);

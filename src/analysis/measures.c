@@ -29,6 +29,7 @@
 #define RED_CHUNK 4096          /* elements per partial sum in the building blocks */
 #define MEAS_CHUNK_ELEMS 16384  /* about this many elements per partial in measure_tensor */
 #define CLIP_REL_TOL 0x1p-20
+#define SR_LEVEL_TOL 0x1p-20
 
 /* ---------------------------------------------------------------- building blocks */
 
@@ -115,7 +116,31 @@ typedef struct {
   size_t kept, nonzero, underflow, clipped, skipped;
   size_t bucket[UFP4_GRID_MAX_LEVELS];
   double bucket_bias[UFP4_GRID_MAX_LEVELS]; /* sum of rho - t per level */
+  size_t sr_n;                          /* stochastic rounding: elements with a random choice */
+  double sr_dev, sr_dev_val, sr_var, sr_step; /* sums of d, sign(x) d, var(d), hi - lo */
 } meas_part;
+
+/* Stochastic rounding of t (>= 0, grid units) to code magnitude rho: adds d = rho - E[rho], its
+ * variance and its step to p when the mode makes a random choice for t (measures.h, sr_*). */
+static void sr_account(const ufp4_grid *g, ufp4_round_mode mode, double t, double rho, int neg, meas_part *p) {
+  if (!(t < (double)g->g_max)) return; /* saturates: no choice */
+  int i = 0;
+  while (i + 1 < g->n_levels && (double)g->levels[i + 1] <= t) i++;
+  const double lo = g->levels[i], hi = g->levels[i + 1], step = hi - lo;
+  /* Within the fp32 rounding of t of a level, the quantizer's own t may sit on it (a block's
+   * maximum lands on g_max): the choice is not surely random, so the element is left out. Which
+   * elements are left out depends on t alone, never on the draw, so the test stays exact. */
+  if (t - lo <= hi * SR_LEVEL_TOL || hi - t <= hi * SR_LEVEL_TOL) return;
+  double up = (t - lo) / step;
+  if (mode == UFP4_ROUND_SR8) up = floor(up * 256.0) / 256.0;
+  if (up <= 0.0 || up >= 1.0) return;
+  const double d = rho - (lo + up * step);
+  p->sr_n++;
+  p->sr_dev += d;
+  p->sr_dev_val += neg ? -d : d;
+  p->sr_var += step * step * up * (1.0 - up);
+  p->sr_step += step;
+}
 
 static size_t scale_index(const ufp4_qformat *f, size_t rows, size_t cols, size_t r, size_t c) {
   (void)rows;
@@ -131,6 +156,7 @@ static void measure_rows(const ufp4_qtensor *q, const ufp4_grid *g, const float 
                          const float *qa, size_t r0, size_t r1, meas_part *p) {
   const size_t cols = q->cols;
   const double clip_at = (double)g->g_max * (1.0 + CLIP_REL_TOL);
+  const int sr = ufp4_round_is_stochastic(q->fmt.round);
   memset(p, 0, sizeof *p);
   for (size_t r = r0; r < r1; ++r) {
     for (size_t c = 0; c < cols; ++c) {
@@ -157,6 +183,7 @@ static void measure_rows(const ufp4_qtensor *q, const ufp4_grid *g, const float 
       p->bucket[idx]++;
       p->bucket_bias[idx] += rho - t;
       if (t > clip_at) p->clipped++;
+      if (sr && s != 0.0f) sr_account(g, q->fmt.round, t, rho, x < 0.0f, p);
       if (x != 0.0f) {
         p->nonzero++;
         p->rel += rho - t;
@@ -187,6 +214,13 @@ static void measure_finish(const meas_part *tot, const ufp4_grid *g, size_t n, u
   m->b_eff = exp(e) / g->n_levels;
   m->underflow = tot->nonzero ? (double)tot->underflow / (double)tot->nonzero : 0.0;
   m->clipped = tot->kept ? (double)tot->clipped / kept : 0.0;
+  m->sr_n = tot->sr_n;
+  if (tot->sr_n) {
+    const double sd = sqrt(tot->sr_var);
+    m->sr_bias = tot->sr_dev / tot->sr_step;
+    m->sr_z_mag = tot->sr_dev / sd;
+    m->sr_z_val = tot->sr_dev_val / sd;
+  }
 }
 
 int ufp4_measure_tensor(const ufp4_qformat *f, const float *x, size_t rows, size_t cols,
@@ -266,6 +300,11 @@ int ufp4_measure_tensor(const ufp4_qformat *f, const float *x, size_t rows, size
       tot.bucket[i] += p->bucket[i];
       tot.bucket_bias[i] += p->bucket_bias[i];
     }
+    tot.sr_n += p->sr_n;
+    tot.sr_dev += p->sr_dev;
+    tot.sr_dev_val += p->sr_dev_val;
+    tot.sr_var += p->sr_var;
+    tot.sr_step += p->sr_step;
   }
   measure_finish(&tot, g, n, m);
   size_t nblocks = ufp4_scale_count(&fq, rows, cols);

@@ -92,6 +92,9 @@ static void print_plan(const ufp4_train_config *cfg, const char *resolved) {
     fprintf(stderr, "ufp4 train: %d ranks, global batch %d sequences (%lld tokens) per step\n",
             cfg->world, cfg->batch * cfg->grad_accum * cfg->world,
             (long long)cfg->batch * cfg->grad_accum * cfg->world * cfg->model.seq_len);
+  if (cfg->guard[0])
+    fprintf(stderr, "ufp4 train: health guard %s every %d steps, policy %s\n", cfg->guard, cfg->diag_every,
+            cfg->guard_policy);
 }
 
 /* Trains over all ranks of this process's world (data parallel; the ranks of a node share its

@@ -16,11 +16,28 @@ static const ufp4_q_kernels avx2_kernels = {
 };
 #endif
 
+/* The families with their random bits replaced, while a test's hook is installed. */
+static ufp4_q_fill_rbits_fn rbits_hook;
+static ufp4_q_kernels hooked_reference;
+#ifdef UFP4_HAVE_X86
+static ufp4_q_kernels hooked_avx2;
+#endif
+
+void ufp4_q_test_set_rbits_hook(ufp4_q_fill_rbits_fn fill) {
+  hooked_reference = ufp4_q_reference_kernels;
+  hooked_reference.fill_rbits = fill;
+#ifdef UFP4_HAVE_X86
+  hooked_avx2 = avx2_kernels;
+  hooked_avx2.fill_rbits = fill;
+#endif
+  rbits_hook = fill;
+}
+
 const ufp4_q_kernels *ufp4_q_kernels_pick(void) {
 #ifdef UFP4_HAVE_X86
-  if (ufp4_simd_enabled()) return &avx2_kernels;
+  if (ufp4_simd_enabled()) return rbits_hook ? &hooked_avx2 : &avx2_kernels;
 #endif
-  return &ufp4_q_reference_kernels;
+  return rbits_hook ? &hooked_reference : &ufp4_q_reference_kernels;
 }
 
 int ufp4_quantize(const ufp4_qformat *f, const float *x, size_t rows, size_t cols, ufp4_qtensor *q) {

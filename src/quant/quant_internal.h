@@ -35,6 +35,8 @@ typedef struct {
 } blk_scale;
 
 typedef struct ufp4_q_kernels ufp4_q_kernels;
+/* Fills out[i] with the 32 random bits of element idx0 + i, i < n. */
+typedef void (*ufp4_q_fill_rbits_fn)(uint64_t seed, uint64_t stream, uint64_t idx0, size_t n, uint32_t *out);
 
 typedef struct {
   const ufp4_qformat *f;
@@ -63,7 +65,7 @@ struct ufp4_q_kernels {
    * the family rotates a copy and calls amax_finite. */
   float (*amax_finite_rht16)(const float *p, size_t n, const float *signs);
   /* out[i] = ufp4_philox_u32(seed, stream, idx0 + i) for i < n. */
-  void (*fill_rbits)(uint64_t seed, uint64_t stream, uint64_t idx0, size_t n, uint32_t *out);
+  ufp4_q_fill_rbits_fn fill_rbits;
   /* Quantizes the band of h rows starting at row r0 (band index bi). src is the band's first
    * element with row stride cols: the rotated copy, or, when fused_rht16, the raw input (the
    * kernel then applies the 16-point RHT itself). rb: the band's random bits (row stride cols)
@@ -81,6 +83,12 @@ struct ufp4_q_kernels {
 /* The scalar reference family (block_quant.c) and the one dispatch.c picks for this process. */
 extern const ufp4_q_kernels ufp4_q_reference_kernels;
 const ufp4_q_kernels *ufp4_q_kernels_pick(void);
+/* FOR TESTS ONLY, never a user option: from now on ufp4_quantize and ufp4_fake_quant draw their
+ * stochastic-rounding bits from `fill` instead of Philox (NULL restores Philox). It exists so that
+ * the tests of the health guards (tests/test_guard.c) can run a broken SR stream -- one that
+ * always rounds down, say -- through the real quantizer. Not thread-safe: set it while no
+ * quantization runs. Costs one branch per quantize call when unset. */
+void ufp4_q_test_set_rbits_hook(ufp4_q_fill_rbits_fn fill);
 /* ufp4_quantize / ufp4_fake_quant run by the kernel family k (block_quant.c). */
 int ufp4_q_quantize(const ufp4_qformat *f, const float *x, size_t rows, size_t cols, ufp4_qtensor *q,
                     const ufp4_q_kernels *k);

@@ -19,8 +19,9 @@ void ufp4_resume_defaults(ufp4_train_config *cfg) {
 }
 
 /* Settings that change how a run is carried out but not one bit of what it computes: a run made
- * under other values is still this run, and may be resumed or kept. */
-static const char *const free_keys[] = {"threads", "ckpt_every", "keep_ckpts"};
+ * under other values is still this run, and may be resumed or kept. The health guards only watch
+ * (a finished run kept under a new guard was not checked by it). */
+static const char *const free_keys[] = {"threads", "ckpt_every", "keep_ckpts", "guard", "guard_policy"};
 
 static int is_free(const char *key) {
   for (size_t i = 0; i < sizeof free_keys / sizeof *free_keys; i++)

@@ -34,6 +34,7 @@ static double global_batch_tokens_of(const ufp4_train_config *c) {
 #define WHEN_ALL UFP4_WHEN_ALL
 #define WHEN_MOE UFP4_WHEN_MOE
 #define WHEN_SET UFP4_WHEN_SET
+#define WHEN_GUARD UFP4_WHEN_GUARD
 #define MEMBER_SIZE(member) sizeof(((ufp4_train_config *)0)->member)
 #define FIELD_ROW(obj, when, key, flag, kind, member, lo, hi, def, help)                           \
   {PARENT_##obj, WHEN_##when, key, flag, UFP4_CFG_##kind, offsetof(ufp4_train_config, member),     \
@@ -176,6 +177,7 @@ char *ufp4_train_config_json(const ufp4_train_config *c) {
     const ufp4_train_field *f = &ufp4_train_fields[k];
     if (f->when == UFP4_WHEN_MOE && c->model.moe_experts <= 0) continue;
     if (f->when == UFP4_WHEN_SET && !*((const char *)c + f->offset)) continue;
+    if (f->when == UFP4_WHEN_GUARD && !c->guard[0]) continue;
     add_field(object_for(j, f->parent), f, c);
   }
   add_projection_table(j, c);

@@ -11,6 +11,8 @@
  *           config.json stays as it was before MoE existed; a MOE key is read whenever present;
  *           SET: written only when not empty (the config.json of a run without it keeps its
  *           text, so earlier runs stay resumable)
+ *           GUARD: written only when guard is set (guard_policy: a run without guards keeps
+ *           its config.json, and a grid's resume still recognises its folders)
  *   flag    the command-line flag, or NULL when the setting has none
  *   kind    INT (int), FLOAT (float), DOUBLE (double): a number in [lo, hi], INT a whole one;
  *           SEED (uint64_t): a whole number in [lo, hi] (hi is 2^53: config.json holds numbers as
@@ -108,6 +110,11 @@
     "checkpoint every N steps (0: at the end)")                                                    \
   X(RUN, ALL, "diag_every", "--diag-every", INT, diag_every, 0, 1e9, 0,                            \
     "diagnostics.jsonl every N steps (0: off)")                                                    \
+  X(RUN, SET, "guard", "--guard", TEXT, guard, 0, 0, "",                                            \
+    "health guards on the diagnostics schedule, e.g. 'underflow<0.5,clip<0.01,sqnr>10,srbias<4sigma'"  \
+    " (needs --diag-every; docs/TRAINING.md)")                                                     \
+  X(RUN, GUARD, "guard_policy", "--guard-policy", TEXT, guard_policy, 0, 0, "warn",                \
+    "warn | stop: what a guard breach does")                                                       \
   X(RUN, ALL, "keep_ckpts", "--keep-ckpts", INT, keep_ckpts, 1, 1e6, 2, "checkpoints kept")        \
   X(RUN, ALL, "nan_policy", "--nan-policy", POLICY, nan_policy, 0, 0, UFP4_NAN_SKIP,               \
     "skip | stop: what a non-finite loss or gradient does")                                        \
@@ -128,7 +135,7 @@ typedef enum {
   UFP4_CFG_DERIVED,
 } ufp4_cfg_kind;
 
-enum { UFP4_WHEN_ALL = 0, UFP4_WHEN_MOE, UFP4_WHEN_SET };
+enum { UFP4_WHEN_ALL = 0, UFP4_WHEN_MOE, UFP4_WHEN_SET, UFP4_WHEN_GUARD };
 
 /* One row of UFP4_TRAIN_SCHEMA, as data. */
 typedef struct {

@@ -8,12 +8,12 @@
 
 #include "core/timer.h"
 #include "training/checkpoint_schedule.h"
+#include "training/guard_run.h"
 #include "training/metrics.h"
 #include "training/progress.h"
 #include "training/recipe_phase.h"
 #include "training/run_dir.h"
 #include "training/split_batch.h"
-#include "ufp4/diagnostics.h"
 #include "ufp4/dist.h"
 #include "ufp4/error.h"
 #include "ufp4/parallel.h"
@@ -81,6 +81,7 @@ typedef struct {
   ufp4_train_result *res;
   const ufp4_recipe_schedule *sched;
   int phase; /* of sched the model is under; -1 before the first step */
+  train_guard guard; /* health guards, run with the diagnostics */
 } trainer;
 
 /* Every rank calls this at the same points: a failure anywhere stops all of them together. */
@@ -103,11 +104,12 @@ static int check_params(ufp4_dist *comm, run_state *s, size_t n, int step) {
 
 /* Everything a config must satisfy before anything is allocated or written; parses the schedule
  * (the recipe as one phase without one) and the first phase's recipe, checks every phase under the
- * overrides and the stochastic-rounding streams. */
-static int check_config(const ufp4_train_config *cfg, ufp4_recipe_schedule *sched, ufp4_recipe *recipe) {
+ * overrides and the stochastic-rounding streams; parses the guard. */
+static int check_config(const ufp4_train_config *cfg, ufp4_recipe_schedule *sched, ufp4_recipe *recipe,
+                        train_guard *guard) {
   int rc = train_check_recipes(cfg, sched);
   if (!rc) rc = ufp4_recipe_parse(sched->spec[0], recipe);
-  if (rc) return rc;
+  if (rc || (rc = train_guard_init(cfg, guard))) return rc;
   if (cfg->batch < 1 || cfg->grad_accum < 1 || cfg->steps < 1 || cfg->log_every < 1 ||
       cfg->keep_ckpts < 1)
     return ufp4_fail(UFP4_EINVAL,
@@ -187,7 +189,9 @@ static int diagnose(trainer *t, int step) {
   if (rc) return rc;
   train_split_batch(s->tokens, s->inp, s->tgt, B, T);
   ufp4_model_set_step(s->model, first, cfg->rank);
-  if ((rc = ufp4_diagnostics_run(s->model, s->inp, s->tgt, B, T, step, s->logs.diag))) return rc;
+  if ((rc = train_guard_diagnose(&t->guard, s->model, s->inp, s->tgt, B, T, step, s->logs.diag,
+                                 s->logs.metrics, cfg->out_dir)))
+    return rc;
   return run_log_flush(s->logs.diag, cfg->out_dir, "diagnostics.jsonl");
 }
 
@@ -376,13 +380,15 @@ int ufp4_train(const ufp4_train_config *cfg_in, const ufp4_data_source *data, in
   memset(res, 0, sizeof *res);
   res->final_val_loss = NAN;
   ufp4_recipe recipe;
+  train_guard guard;
   ufp4_recipe_schedule *sched = malloc(sizeof *sched);
-  int rc = sched ? check_config(&cfg, sched, &recipe) : ufp4_fail(UFP4_ENOMEM, "train: out of memory");
+  int rc = sched ? check_config(&cfg, sched, &recipe, &guard) : ufp4_fail(UFP4_ENOMEM, "train: out of memory");
   if (rc) {
     free(sched);
     return rc;
   }
-  trainer t = {.cfg = &cfg, .data = data, .res = res, .writer = cfg.rank == 0, .sched = sched, .phase = -1};
+  trainer t = {.cfg = &cfg, .data = data, .res = res, .writer = cfg.rank == 0, .sched = sched, .phase = -1,
+               .guard = guard};
   t.label = cfg.progress_label[0] ? cfg.progress_label : recipe.name;
   if ((rc = open_comm(&cfg, &t.comm))) return rc;
   ufp4_set_threads(cfg.threads);
