@@ -22,10 +22,10 @@ PUBLIC = {
     "linear": "gemm linear recipe stream",
     "model": "layers model moe",
     "analysis": "measures synth stats diagnostics drift bias_table power",
-    "io": "npy safetensors",
+    "io": "npy safetensors gguf",
     "data": "tokenizer corpus shard loader",
     "dist": "dist",
-    "training": "train checkpoint data_source sample optim model_io",
+    "training": "train checkpoint data_source sample optim model_io gguf_export",
     "report": "report plot compare sweep ufp4",
 }
 

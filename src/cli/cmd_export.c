@@ -1,0 +1,118 @@
+/* ufp4 export: a checkpoint in a format other programs load (docs/EXPORT.md). Each format is a row
+ * of FORMATS calling one library function. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/commands.h"
+#include "ufp4/gguf_export.h"
+
+#define MAX_EXCLUDE 64
+
+typedef struct {
+  const char *ckpt, *format, *out, *tokenizer;
+  const char *exclude[MAX_EXCLUDE];
+  int n_exclude;
+} export_opts;
+
+typedef int (*export_fn)(const export_opts *o, const char *what);
+
+static int gguf_write(const export_opts *o, ufp4_gguf_export_kind kind, int dequantized) {
+  ufp4_gguf_export_opts g = {.kind = kind, .tokenizer = o->tokenizer, .exclude = o->exclude,
+                             .n_exclude = o->n_exclude};
+  ufp4_gguf_export_result r;
+  if (!dequantized && !o->tokenizer) {
+    fprintf(stderr, "ufp4 export: --format %s needs --tokenizer bytes|gpt2|PATH (the run's tokenizer)\n", o->format);
+    return 2;
+  }
+  if (dequantized ? ufp4_gguf_export_dequantized(o->ckpt, o->out, &g, &r) : ufp4_gguf_export(o->ckpt, o->out, &g, &r))
+    return cli_error("export", o->format);
+  if (dequantized)
+    printf("%s -> %s  (%s)  %d projections replaced by their dequantized 4-bit values", o->ckpt, o->out,
+           o->format, r.quantized);
+  else
+    printf("%s -> %s  (%s)  %llu bytes, %d tensors, %d in 4 bits", o->ckpt, o->out, o->format,
+           (unsigned long long)r.bytes, r.tensors, r.quantized);
+  if (r.quantized) printf(", SQNR %.2f dB against the fp32 weights", r.sqnr_db);
+  printf("\n");
+  return 0;
+}
+
+static int gguf_f32(const export_opts *o, const char *w) { return gguf_write(o, UFP4_GGUF_EXPORT_F32, 0); }
+static int gguf_bf16(const export_opts *o, const char *w) { return gguf_write(o, UFP4_GGUF_EXPORT_BF16, 0); }
+static int gguf_mxfp4(const export_opts *o, const char *w) { return gguf_write(o, UFP4_GGUF_EXPORT_MXFP4, 0); }
+static int gguf_nvfp4(const export_opts *o, const char *w) { return gguf_write(o, UFP4_GGUF_EXPORT_NVFP4, 0); }
+static int ckpt_mxfp4(const export_opts *o, const char *w) { return gguf_write(o, UFP4_GGUF_EXPORT_MXFP4, 1); }
+static int ckpt_nvfp4(const export_opts *o, const char *w) { return gguf_write(o, UFP4_GGUF_EXPORT_NVFP4, 1); }
+
+static const struct {
+  const char *name;
+  export_fn fn;
+  const char *what;
+} FORMATS[] = {
+    {"gguf-f32", gguf_f32, "GGUF file for llama.cpp, every tensor F32"},
+    {"gguf-bf16", gguf_bf16, "GGUF file, matrices BF16, norms F32"},
+    {"gguf-mxfp4", gguf_mxfp4, "GGUF file, projections in ggml's MXFP4 blocks, the rest F32"},
+    {"gguf-nvfp4", gguf_nvfp4, "GGUF file, projections in ggml's NVFP4 blocks + F32 tensor scales"},
+    {"dequant-mxfp4", ckpt_mxfp4, "checkpoint folder, projections = dequantized gguf-mxfp4 weights"},
+    {"dequant-nvfp4", ckpt_nvfp4, "checkpoint folder, projections = dequantized gguf-nvfp4 weights"},
+};
+enum { N_FORMATS = sizeof FORMATS / sizeof *FORMATS };
+
+static void usage(FILE *out) {
+  fprintf(out,
+          "usage: ufp4 export --checkpoint DIR --format F --out PATH [--tokenizer T] [--exclude GLOB ...]\n\n"
+          "Writes the checkpoint DIR in format F (docs/EXPORT.md). --tokenizer (bytes, gpt2 or a BPE\n"
+          "folder, the one the run's shards were prepared with) is written into GGUF files. --exclude\n"
+          "keeps the projections whose Hugging Face name matches GLOB (e.g. 'model.layers.0.*') in\n"
+          "high precision; embeddings, norms and lm_head always are. Formats:\n");
+  for (int i = 0; i < N_FORMATS; i++) fprintf(out, "  %-14s %s\n", FORMATS[i].name, FORMATS[i].what);
+}
+
+/* Returns 0, or 2 after printing a usage error. */
+static int parse_args(int argc, char **argv, export_opts *o) {
+  memset(o, 0, sizeof *o);
+  for (int i = 1; i < argc; i++) {
+    const char *v;
+    int r;
+    if ((r = cli_value(argc, argv, &i, "--checkpoint", &v)) > 0)
+      o->ckpt = v;
+    else if (!r && (r = cli_value(argc, argv, &i, "--format", &v)) > 0)
+      o->format = v;
+    else if (!r && (r = cli_value(argc, argv, &i, "--out", &v)) > 0)
+      o->out = v;
+    else if (!r && (r = cli_value(argc, argv, &i, "--tokenizer", &v)) > 0)
+      o->tokenizer = v;
+    else if (!r && (r = cli_value(argc, argv, &i, "--exclude", &v)) > 0) {
+      if (o->n_exclude == MAX_EXCLUDE) {
+        fprintf(stderr, "ufp4 export: more than %d --exclude patterns\n", MAX_EXCLUDE);
+        return 2;
+      }
+      o->exclude[o->n_exclude++] = v;
+    } else if (!r) {
+      fprintf(stderr, "ufp4 export: unknown option '%s'\n", argv[i]);
+      return 2;
+    }
+    if (r < 0) return 2;
+  }
+  if (!o->ckpt || !o->format || !o->out) {
+    usage(stderr);
+    return 2;
+  }
+  return 0;
+}
+
+int ufp4_cmd_export(int argc, char **argv) {
+  if (cli_wants_help(argc, argv)) {
+    usage(stdout);
+    return 0;
+  }
+  export_opts o;
+  int rc = parse_args(argc, argv, &o);
+  if (rc) return rc;
+  for (int i = 0; i < N_FORMATS; i++)
+    if (!strcmp(o.format, FORMATS[i].name)) return FORMATS[i].fn(&o, FORMATS[i].what);
+  fprintf(stderr, "ufp4 export: unknown format '%s' (ufp4 export --help lists them)\n", o.format);
+  return 2;
+}
