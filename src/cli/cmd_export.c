@@ -36,6 +36,15 @@ static int gguf_write(const export_opts *o, ufp4_gguf_export_kind kind, int dequ
            (unsigned long long)r.bytes, r.tensors, r.quantized);
   if (r.quantized) printf(", SQNR %.2f dB against the fp32 weights", r.sqnr_db);
   printf("\n");
+  if (r.recipe_holds == 1)
+    printf("the run's recipe %s trained with this weight format: the file holds its codes and scales\n",
+           r.run_recipe);
+  else if (r.recipe_holds == 0)
+    printf("note: %s cannot hold the weight quantization of the run's recipe %s (another grid, scale,\n"
+           "block, rounding or an RHT, or blocks kept in fp32): the fp32 master weights were requantized,\n"
+           "with the SQNR above\n", o->format, r.run_recipe);
+  if (r.recipe_holds == 0 && !isnan(r.recipe_sqnr_db))
+    printf("SQNR of the conversion against the weights the recipe's forward used: %.2f dB\n", r.recipe_sqnr_db);
   return 0;
 }
 

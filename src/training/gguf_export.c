@@ -17,6 +17,7 @@
 #include "ufp4/quant.h"
 #include "ufp4/recipe.h"
 #include "ufp4/tokenizer.h"
+#include "ufp4/train.h"
 
 /* HF suffix -> llama.cpp suffix, and which rows to permute: 'q' by n_heads, 'k' by n_kv_heads. */
 static const struct {
@@ -82,9 +83,25 @@ static int weight_format(ufp4_gguf_export_kind k, ufp4_qformat *f) {
   return 0;
 }
 
-/* Quantizes one projection [rows][cols] into *q; adds its pooled signal and error energy. */
+/* Pooled energies: of the fp32 weights and of the export's error against them; of the run recipe's
+ * own quantized weights and of the export's difference from them (when `recipe` is set). */
+typedef struct {
+  double sig, err, rsig, rerr;
+  int recipe;
+  ufp4_qformat rfmt;
+} energy;
+
+/* Adds the squared norms of a and of a - b. */
+static void add_energy(const float *a, const float *b, size_t n, double *sig, double *err) {
+  for (size_t i = 0; i < n; i++) {
+    double d = (double)b[i] - a[i];
+    *sig += (double)a[i] * a[i], *err += d * d;
+  }
+}
+
+/* Quantizes one projection [rows][cols] into *q and adds to the energies. */
 static int quantize(const ufp4_gguf_export_opts *o, const char *hf, const float *w, size_t rows,
-                    size_t cols, ufp4_qtensor *q, double *sig, double *err) {
+                    size_t cols, ufp4_qtensor *q, energy *e) {
   ufp4_qformat f;
   int rc = weight_format(o->kind, &f);
   size_t gblock = o->kind == UFP4_GGUF_EXPORT_MXFP4 ? 32 : 64;
@@ -93,15 +110,14 @@ static int quantize(const ufp4_gguf_export_opts *o, const char *hf, const float 
                    hf, cols, o->kind == UFP4_GGUF_EXPORT_MXFP4 ? "MXFP4" : "NVFP4", gblock);
   if (!rc) rc = ufp4_quantize(&f, w, rows, cols, q);
   if (rc) return rc;
-  float *y = malloc(rows * cols * sizeof *y);
+  float *y = malloc(2 * rows * cols * sizeof *y);
   if (!y) return ufp4_fail(UFP4_ENOMEM, "gguf export: out of memory for %s", hf);
   ufp4_dequantize(q, y);
-  for (size_t i = 0; i < rows * cols; i++) {
-    double d = (double)y[i] - w[i];
-    *sig += (double)w[i] * w[i], *err += d * d;
-  }
+  add_energy(w, y, rows * cols, &e->sig, &e->err);
+  if (e->recipe && !(rc = ufp4_fake_quant(&e->rfmt, w, y + rows * cols, rows, cols)))
+    add_energy(y + rows * cols, y, rows * cols, &e->rsig, &e->rerr);
   free(y);
-  return 0;
+  return rc;
 }
 
 /* The stored scale byte of element (r, c): 1xN blocks, or one per 16x16 tile. */
@@ -133,7 +149,7 @@ static void encode_blocks(const ufp4_qtensor *q, ufp4_gguf_export_kind k, char p
 /* Adds one parameter tensor (and NVFP4's .scale) to g. */
 static int add_tensor(ufp4_gguf *g, const ufp4_gguf_export_opts *o, const ufp4_model_config *c,
                       const ufp4_tensor_info *t, const float *w, ufp4_gguf_export_result *res,
-                      double *sig, double *err) {
+                      energy *e) {
   gguf_name gn;
   int rc = map_name(t->name, &gn);
   if (rc) return rc;
@@ -148,7 +164,7 @@ static int add_tensor(ufp4_gguf *g, const ufp4_gguf_export_opts *o, const ufp4_m
   if (!buf) return ufp4_fail(UFP4_ENOMEM, "gguf export: out of memory for %s", t->name);
   ufp4_qtensor q = {0};
   float inv = 1.0f;
-  if (quant && !(rc = quantize(o, t->name, w, rows, cols, &q, sig, err))) {
+  if (quant && !(rc = quantize(o, t->name, w, rows, cols, &q, e))) {
     encode_blocks(&q, o->kind, gn.permute, c, buf);
     inv = 1.0f / q.tensor_scale;
     res->quantized++;
@@ -304,7 +320,38 @@ static int load(const char *dir, ufp4_model **m) {
   return rc;
 }
 
+/* Fills res->run_recipe and res->recipe_holds (gguf_export.h) from the run folder above dir. */
+static void run_recipe(const char *dir, ufp4_gguf_export_kind kind, ufp4_gguf_export_result *res, energy *e) {
+  res->recipe_holds = -1;
+  res->recipe_sqnr_db = NAN;
+  char path[4200];
+  snprintf(path, sizeof path, "%s/../../config.json", dir);
+  ufp4_train_config cfg = ufp4_train_config_default();
+  ufp4_recipe r;
+  FILE *fp = fopen(path, "rb");
+  if (!fp) return;
+  fclose(fp);
+  if (ufp4_train_config_load(path, &cfg) || ufp4_recipe_parse(cfg.recipe, &r)) return;
+  snprintf(res->run_recipe, sizeof res->run_recipe, "%s", cfg.recipe);
+  ufp4_qformat want, had = ufp4_recipe_operand_format(&r, UFP4_OP_FPROP_W);
+  if (r.precision != UFP4_PREC_FP4 || (kind != UFP4_GGUF_EXPORT_MXFP4 && kind != UFP4_GGUF_EXPORT_NVFP4) ||
+      weight_format(kind, &want))
+    return;
+  res->recipe_holds = had.grid == want.grid && had.scale == want.scale && had.tile2d == want.tile2d &&
+                      (had.tile2d || had.block == want.block) && had.round == want.round && !had.rht &&
+                      !r.keep_first && !r.keep_last;
+  /* Without an RHT the recipe's weights are its format applied to the fp32 ones (under an RHT they
+   * live in a rotated basis, and the SQNR against the fp32 weights is what is reported). */
+  if (!res->recipe_holds && !had.rht && had.round != UFP4_ROUND_SR && had.round != UFP4_ROUND_SR8)
+    e->recipe = 1, e->rfmt = had;
+}
+
 static double sqnr_db(double sig, double err) { return err > 0 ? 10.0 * log10(sig / err) : INFINITY; }
+
+static void finish(ufp4_gguf_export_result *res, const energy *e) {
+  res->sqnr_db = sqnr_db(e->sig, e->err);
+  if (e->recipe) res->recipe_sqnr_db = sqnr_db(e->rsig, e->rerr);
+}
 
 int ufp4_gguf_export(const char *dir, const char *path, const ufp4_gguf_export_opts *o,
                      ufp4_gguf_export_result *res) {
@@ -315,17 +362,18 @@ int ufp4_gguf_export(const char *dir, const char *path, const ufp4_gguf_export_o
   if (rc) return rc;
   const ufp4_model_config *c = ufp4_model_get_config(m);
   ufp4_gguf *g;
-  double sig = 0, err = 0;
+  energy e = {0};
+  run_recipe(dir, o->kind, res, &e);
   if ((rc = ufp4_gguf_create(&g))) goto out;
   rc = add_hparams(g, c, dir);
   if (!rc) rc = add_tokenizer(g, o->tokenizer, (uint32_t)c->vocab);
   for (int i = 0; !rc && i < ufp4_model_tensor_count(c); i++) {
     ufp4_tensor_info t;
     ufp4_model_tensor(c, i, &t);
-    rc = add_tensor(g, o, c, &t, ufp4_model_params(m) + t.offset, res, &sig, &err);
+    rc = add_tensor(g, o, c, &t, ufp4_model_params(m) + t.offset, res, &e);
   }
   if (!rc) rc = ufp4_gguf_write(g, path, &res->bytes);
-  res->sqnr_db = sqnr_db(sig, err);
+  finish(res, &e);
   ufp4_gguf_free(g);
 out:
   ufp4_model_free(m);
@@ -339,7 +387,8 @@ int ufp4_gguf_export_dequantized(const char *dir, const char *out_dir, const ufp
   int rc = load(dir, &m);
   if (rc) return rc;
   const ufp4_model_config *c = ufp4_model_get_config(m);
-  double sig = 0, err = 0;
+  energy e = {0};
+  run_recipe(dir, o->kind, res, &e);
   for (int i = 0; !rc && i < ufp4_model_tensor_count(c); i++) {
     ufp4_tensor_info t;
     gguf_name gn;
@@ -347,14 +396,14 @@ int ufp4_gguf_export_dequantized(const char *dir, const char *out_dir, const ufp
     if ((rc = map_name(t.name, &gn)) || !is_4bit(o, &gn, t.name)) continue;
     float *w = ufp4_model_params(m) + t.offset;
     ufp4_qtensor q = {0};
-    if (!(rc = quantize(o, t.name, w, t.shape[0], t.shape[1], &q, &sig, &err))) {
+    if (!(rc = quantize(o, t.name, w, t.shape[0], t.shape[1], &q, &e))) {
       ufp4_dequantize(&q, w);
       res->quantized++;
     }
     ufp4_qtensor_free(&q);
   }
   if (!rc) rc = ufp4_checkpoint_save(out_dir, m, NULL, NULL, NULL);
-  res->sqnr_db = sqnr_db(sig, err);
+  finish(res, &e);
   ufp4_model_free(m);
   return rc;
 }
