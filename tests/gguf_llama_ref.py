@@ -9,7 +9,11 @@ as float16, codes round-to-nearest-even(x * (127 / amax)) in float32 (x86 quanti
 code * float16(d). Weight products are then exact (integer sums times the two scales), so this is
 the arithmetic llama.cpp does up to float32 summation.
 
-usage: gguf_llama_ref.py CKPT SHARD N_WINDOWS [--q8 GLOB ...]   prints the loss with 9 digits."""
+With --bf16, the model of a gguf-bf16 file as llama.cpp's CPU backend runs it: every matrix rounded
+to bfloat16 (round to nearest even) and the input of every matrix product with one (projections and
+lm_head; vec_dot_type BF16) rounded too, with the products summed in float.
+
+usage: gguf_llama_ref.py CKPT SHARD N_WINDOWS [--q8 GLOB ... | --bf16]   prints the loss, 9 digits."""
 import fnmatch
 import json
 import struct
@@ -54,10 +58,20 @@ def q8_0(x):
     return (q * d16).reshape(shape)
 
 
+def bf16(x):
+    """float32 -> bfloat16 (round to nearest even; no NaN here) -> float64."""
+    u = np.ascontiguousarray(x, dtype=np.float32).view(np.uint32).astype(np.uint64)
+    u = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+    return u.astype(np.uint32).view(np.float32).astype(np.float64)
+
+
 def main():
     ckpt, shard, nwin = sys.argv[1], sys.argv[2], int(sys.argv[3])
     globs = sys.argv[5:] if len(sys.argv) > 4 and sys.argv[4] == "--q8" else []
+    use_bf16 = sys.argv[4:] == ["--bf16"]
     cfg, W = load(ckpt)
+    if use_bf16:
+        W = {k: bf16(v) if v.ndim == 2 else v for k, v in W.items()}
     toks = shard_tokens(shard)
     d, H, KV, L = (cfg[k] for k in ("hidden_size", "num_attention_heads", "num_key_value_heads", "num_hidden_layers"))
     T, D, eps = cfg["max_position_embeddings"], d // H, cfg["rms_norm_eps"]
@@ -75,6 +89,8 @@ def main():
     def proj(x, name):
         if any(fnmatch.fnmatchcase(name, g) for g in globs):
             x = q8_0(x)
+        if use_bf16:
+            x = bf16(x)
         return x @ W[name].T
 
     total = 0.0
@@ -97,7 +113,7 @@ def main():
             g, u = proj(h, p + "mlp.gate_proj.weight"), proj(h, p + "mlp.up_proj.weight")
             x = x + proj(g / (1 + np.exp(-g)) * u, p + "mlp.down_proj.weight")
         x = rms(x, W["model.norm.weight"])
-        logits = x @ W.get("lm_head.weight", W["model.embed_tokens.weight"]).T
+        logits = (bf16(x) if use_bf16 else x) @ W.get("lm_head.weight", W["model.embed_tokens.weight"]).T
         logits -= logits.max(-1, keepdims=True)
         logp = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
         total -= logp[np.arange(T), ids[1:]].sum()

@@ -1,6 +1,7 @@
 // ufp4 export's GGUF files in llama.cpp (node-llama-cpp 3.21.1, installed by scripts/fetch_data.sh),
 // an engine nobody here wrote. A small model is trained here on a BPE trained here, then:
 //   gguf-f32     llama.cpp's mean cross-entropy on the validation windows = `ufp4 eval`, 1e-5 relative;
+//   gguf-bf16    = the numpy reference with bf16 matrices and bf16 inputs to them, 1e-5 relative;
 //   gguf-mxfp4,  llama.cpp's cross-entropy = that of the dequant-<fmt> checkpoint (ufp4's own
 //   gguf-nvfp4   dequantized codes and scales) with the projections' inputs rounded to Q8_0, as
 //                llama.cpp's CPU matmul does for these weight types (tests/gguf_llama_ref.py,
@@ -59,7 +60,7 @@ try {
   const tok = path.join(work, "tok"), data = path.join(work, "data"), run = path.join(work, "run");
   ufp4("tokenizer", "train", "--vocab", "384", "--corpus", corpus, "--out", tok);
   ufp4("prepare", "--corpus", corpus, "--tokenizer", tok, "--out", data);
-  ufp4("train", "--data", data, "--out", run, "--steps", "100", "--layers", "2", "--d-model", "64", "--heads", "4",
+  ufp4("train", "--data", data, "--out", run, "--steps", "150", "--layers", "2", "--d-model", "64", "--heads", "4",
        "--kv-heads", "2", "--ffn", "128", "--seq-len", String(T), "--batch", "8", "--lr", "1e-2", "--warmup", "10",
        "--eval-every", "0", "--eval-batches", "2", "--no-progress");
   const ckpt = path.join(run, "ckpt", fs.readdirSync(path.join(run, "ckpt")).filter((d) => d.startsWith("step_")).sort().pop());
@@ -68,9 +69,9 @@ try {
     const out = ufp4("eval", "--checkpoint", dir, "--data", data, "--batches", String(BATCHES), "--batch", String(BATCH));
     return Number(/ loss ([0-9.]+)/.exec(out)[1]);
   };
-  const refLoss = (dir, q8) =>
+  const refLoss = (dir, ...extra) =>
     Number(execFileSync(python, [path.join(src, "tests/gguf_llama_ref.py"), dir, path.join(data, "val.tok"),
-                                 String(WINDOWS), ...(q8 ? ["--q8", ...q8] : [])], {encoding: "utf8"}));
+                                 String(WINDOWS), ...extra], {encoding: "utf8"}));
   const exportTo = (dir, format, out, ...extra) => {
     const msg = ufp4("export", "--checkpoint", dir, "--format", format, "--out", out, "--tokenizer", tok, ...extra);
     console.log(msg.trim());
@@ -113,6 +114,12 @@ try {
   const lossF32 = evalLoss(ckpt), llamaF32 = await llamaLoss(f32);
   check(relDiff(llamaF32, lossF32) <= 1e-5, `gguf-f32: llama.cpp ${llamaF32.toFixed(7)} vs ufp4 eval ${lossF32.toFixed(6)}`);
 
+  // bf16: llama.cpp rounds the inputs of BF16 matrices to bf16 too (vec_dot_type BF16).
+  const llamaBf16 = await llamaLoss(exportTo(ckpt, "gguf-bf16", path.join(work, "bf16.gguf")));
+  const refBf16 = refLoss(ckpt, "--bf16");
+  check(relDiff(llamaBf16, refBf16) <= 1e-5 && Math.abs(refBf16 - lossF32) > 10 * Math.abs(llamaBf16 - refBf16),
+        `gguf-bf16: llama.cpp ${llamaBf16.toFixed(7)} vs bf16 weights and matmul inputs ${refBf16.toFixed(7)} (fp32 ${lossF32.toFixed(6)})`);
+
   // 4 bits; the last layer's MLP stays F32 through --exclude (and in the reference's Q8_0 list).
   const exclude = "model.layers.1.mlp.*";
   const q8 = ["model.layers.0.*_proj.weight", "model.layers.1.self_attn.*_proj.weight"];
@@ -120,7 +127,7 @@ try {
     const file = exportTo(ckpt, `gguf-${fmt}`, path.join(work, `${fmt}.gguf`), "--exclude", exclude);
     const deq = path.join(work, `deq-${fmt}`);
     exportTo(ckpt, `dequant-${fmt}`, deq, "--exclude", exclude);
-    const ufp4Deq = evalLoss(deq), refPlain = refLoss(deq, null), refQ8 = refLoss(deq, q8);
+    const ufp4Deq = evalLoss(deq), refPlain = refLoss(deq), refQ8 = refLoss(deq, "--q8", ...q8);
     const llamaDeqF32 = await llamaLoss(exportTo(deq, "gguf-f32", path.join(work, `deq-${fmt}.gguf`)));
     const llama4 = await llamaLoss(file);
     check(relDiff(refPlain, ufp4Deq) <= 1e-5, `${fmt}: numpy reference ${refPlain.toFixed(7)} vs ufp4 eval of dequant-${fmt} ${ufp4Deq.toFixed(6)}`);
@@ -135,7 +142,7 @@ try {
   // Greedy generation, fp32 export; ufp4's tokenizer decodes llama.cpp's ids (llama.cpp's own
   // detokenizer drops the space before , . ? ! for a "gpt-2" vocabulary).
   const N = 40;
-  for (const prompt of ["Fellow-Citizens of the Senate", "The United States", "I have the honor"]) {
+  for (const prompt of ["Fellow-Citizens of the Senate", "Gentlemen of the House", "I have the honor"]) {
     const sample = ufp4("sample", "--checkpoint", ckpt, "--tokenizer", tok, "--prompt", prompt, "--tokens", String(N),
                         "--temperature", "0").replace(/\n$/, "");
     const m = await open(f32);
