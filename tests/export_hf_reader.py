@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An independent reader of ufp4's hf-nvfp4 / hf-mxfp4 exports, written from docs/EXPORT_HF.md
+"""An independent reader of ufp4's hf-nvfp4 / hf-mxfp4 exports, written from docs/EXPORT.md (Hugging Face formats)
 alone: the safetensors header parsed with json, the E2M1, E4M3 and E8M0 codes decoded here, the
 scales applied as ModelOpt's and transformers' dequantizers do. Usage:
 

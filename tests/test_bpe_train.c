@@ -162,6 +162,20 @@ static void compare_with_naive(const ufp4_corpus *c, uint32_t vocab) {
   size_t l;
   assert_int_equal(ufp4_tokenizer_token_bytes(t, 0, &l)[0], '!');
   assert_int_equal(ufp4_tokenizer_token_bytes(t, 188, &l)[0], 0x00);
+  /* merge k (ufp4_tokenizer_merge, the exporters' view) joins two tokens into token 256 + k */
+  assert_int_equal(ufp4_tokenizer_merge_count(t), got_vocab - 257);
+  for (uint32_t k = 0; k < ufp4_tokenizer_merge_count(t); k++) {
+    uint32_t a, b;
+    size_t la, lb, lm;
+    assert_int_equal(ufp4_tokenizer_merge(t, k, &a, &b), 0);
+    const uint8_t *ba = ufp4_tokenizer_token_bytes(t, a, &la), *bb = ufp4_tokenizer_token_bytes(t, b, &lb);
+    const uint8_t *bm = ufp4_tokenizer_token_bytes(t, 256 + k, &lm);
+    assert_int_equal(la + lb, lm);
+    assert_memory_equal(ba, bm, la);
+    assert_memory_equal(bb, bm + la, lb);
+  }
+  uint32_t a, b;
+  assert_int_equal(ufp4_tokenizer_merge(t, ufp4_tokenizer_merge_count(t), &a, &b), UFP4_EINVAL);
   ufp4_tokvec v = {0};
   size_t bytes = 0;
   for (size_t d = 0; d < c->n_docs; d++) {

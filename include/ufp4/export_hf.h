@@ -1,6 +1,6 @@
 /* Exporting a checkpoint's projection weights in the 4-bit Hugging Face layouts that inference
  * engines load, and the formats' decoding (which ufp4_checkpoint_load_params uses, so that
- * `ufp4 eval` and `ufp4 sample` read an exported folder). docs/EXPORT_HF.md is the byte-level
+ * `ufp4 eval` and `ufp4 sample` read an exported folder). docs/EXPORT.md (Hugging Face formats) is the byte-level
  * description, with the engines' sources it follows.
  *
  *   hf-nvfp4  NVIDIA ModelOpt's unified HF checkpoint (what vLLM's ModelOptNvFp4Config and
@@ -65,7 +65,7 @@ typedef struct {
    * input amax is measured over the first calib_batches batches of calib_batch windows (0: 8 and 4)
    * in a forward under the recipe (or "nvfp4" when it has no 4-bit forward), with no block kept in
    * fp32; input_scale = amax / 2688 in fp32. Otherwise, and for a projection whose input is all
-   * zeros, input_scale (0: 1.0, which stands for an amax of 2688; docs/EXPORT_HF.md). */
+   * zeros, input_scale (0: 1.0, which stands for an amax of 2688; docs/EXPORT.md (Hugging Face formats)). */
   float input_scale;
   const char *calib_data;
   long calib_batches;
@@ -85,7 +85,7 @@ typedef struct {
    * forward used (NAN without a recipe, or when that recipe rotates the weights with an RHT whose
    * signs the checkpoint does not record). An exact MXFP4 export gives INFINITY; an exact NVFP4
    * one a finite value above 120 dB, because the engine's block scale float(d) * weight_scale_2
-   * can differ in the last bit from ufp4's d / S_enc (docs/EXPORT_HF.md). */
+   * can differ in the last bit from ufp4's d / S_enc (docs/EXPORT.md (Hugging Face formats)). */
   double sqnr_db;
   double conversion_sqnr_db;
 } ufp4_hf_export_result;

@@ -93,6 +93,12 @@ int ufp4_tokenizer_decode(const ufp4_tokenizer *tok, const uint32_t *ids, size_t
 /* The bytes of one token (not NUL-terminated); NULL for an out-of-range id. */
 const uint8_t *ufp4_tokenizer_token_bytes(const ufp4_tokenizer *tok, uint32_t id, size_t *len);
 
+/* BPE merges in rank order (the lines of vocab.bpe; not the JS-compatibility aliases): the count
+ * (0 for bytes), and the ids of the pair merge `rank` joins. Returns 0, or UFP4_EINVAL for a rank
+ * out of range. For exporters that write the vocabulary in another program's format. */
+uint32_t ufp4_tokenizer_merge_count(const ufp4_tokenizer *tok);
+int ufp4_tokenizer_merge(const ufp4_tokenizer *tok, uint32_t rank, uint32_t *a, uint32_t *b);
+
 /* GPT-2 pre-tokenization alone: calls `piece` for each match, in order, with its byte offset and
  * length. Returns 0, or the first non-zero value `piece` returns, or UFP4_EFORMAT on invalid UTF-8. */
 int ufp4_pretokenize(const char *text, size_t len, const char *what,

@@ -12,6 +12,7 @@ int ufp4_cmd_prepare(int argc, char **argv);
 int ufp4_cmd_train(int argc, char **argv);
 int ufp4_cmd_eval(int argc, char **argv);
 int ufp4_cmd_sample(int argc, char **argv);
+int ufp4_cmd_export(int argc, char **argv);
 int ufp4_cmd_compare(int argc, char **argv);
 int ufp4_cmd_report(int argc, char **argv);
 int ufp4_cmd_drift(int argc, char **argv);

@@ -26,6 +26,7 @@ static const command commands[] = {
     {"train", ufp4_cmd_train, "pretrain a Llama-style model under a 4-bit recipe", 1},
     {"eval", ufp4_cmd_eval, "validation loss and perplexity of a checkpoint on a shard", 0},
     {"sample", ufp4_cmd_sample, "generate text from a checkpoint", 0},
+    {"export", ufp4_cmd_export, "write a checkpoint as a GGUF file for llama.cpp (4-bit blocks too)", 0},
     {"compare", ufp4_cmd_compare, "BF16-relative loss error of 4-bit recipes over seeds, with a report", 1},
     {"sweep", ufp4_cmd_sweep, "scaling study: sizes x recipes, power-law fits, FP4-to-BF16 gap vs compute", 1},
     {"drift", ufp4_cmd_drift, "forward drift through depth of a checkpoint under each recipe", 0},

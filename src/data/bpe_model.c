@@ -121,6 +121,18 @@ static int add_merge(ufp4_tokenizer *t, uint32_t a, uint32_t b, uint32_t rank, u
   return ufp4_u64map_put(&t->merges, key, (uint64_t)rank << 32 | res) ? 0 : -1;
 }
 
+/* Appends merge (a, b) to the rank-ordered list that exporters read (ufp4_tokenizer_merge). */
+static int push_pair(ufp4_tokenizer *t, uint32_t a, uint32_t b) {
+  if ((t->n_merges & (t->n_merges - 1)) == 0) { /* 0, 1, 2, 4, ...: grow to the next power of two */
+    uint32_t(*p)[2] = realloc(t->merge_pairs, (size_t)(t->n_merges ? 2 * t->n_merges : 1) * sizeof *p);
+    if (!p) return -1;
+    t->merge_pairs = p;
+  }
+  t->merge_pairs[t->n_merges][0] = a, t->merge_pairs[t->n_merges][1] = b;
+  t->n_merges++;
+  return 0;
+}
+
 /* The reference looks ranks up by the string "a,b"; give every pair (x,y) that spells the same
  * string, with x, y and x+y in the vocabulary, the merge's rank (see ufp4/tokenizer.h). */
 static int add_aliases(ufp4_tokenizer *t, const ufp4_strmap *by_bytes, const uint8_t *a, size_t la,
@@ -182,7 +194,8 @@ static int load_merges(ufp4_tokenizer *t, const char *path, char *text, size_t l
         return ufp4_fail(UFP4_EFORMAT, "%s:%zu: merge \"%s %s\" uses or makes a token missing from encoder.json",
                          path, line_no, sa, sb);
       int added = 1;
-      if (pass == 0 && add_merge(t, (uint32_t)*ia, (uint32_t)*ib, rank, (uint32_t)*ic, &added))
+      if (pass == 0 && (add_merge(t, (uint32_t)*ia, (uint32_t)*ib, rank, (uint32_t)*ic, &added) ||
+                        push_pair(t, (uint32_t)*ia, (uint32_t)*ib)))
         return ufp4_fail(UFP4_ENOMEM, "%s: out of memory", path);
       if (!added) return ufp4_fail(UFP4_EFORMAT, "%s:%zu: merge \"%s %s\" appears twice", path, line_no, sa, sb);
       if (pass == 1 && add_aliases(t, by_bytes, ba, (size_t)na, bb, (size_t)nb, rank))

@@ -15,6 +15,8 @@ struct ufp4_tokenizer {
   size_t *off;        /* vocab + 1 offsets into blob */
   uint32_t byte_id[256];
   ufp4_u64map merges; /* (a << 32 | b) -> (rank << 32 | merged id) */
+  uint32_t (*merge_pairs)[2]; /* the merges of vocab.bpe in rank order, without the aliases */
+  uint32_t n_merges;
   /* encode cache: piece bytes -> (offset into cache_ids << 8 | count) */
   ufp4_strmap cache;
   uint32_t *cache_ids;

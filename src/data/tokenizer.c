@@ -123,6 +123,7 @@ void ufp4_tokenizer_free(ufp4_tokenizer *t) {
   free(t->blob);
   free(t->off);
   ufp4_u64map_free(&t->merges);
+  free(t->merge_pairs);
   ufp4_strmap_free(&t->cache);
   free(t->cache_ids);
   free(t->word);
@@ -137,6 +138,14 @@ const char *ufp4_tokenizer_name(const ufp4_tokenizer *t) {
 uint32_t ufp4_tokenizer_vocab_size(const ufp4_tokenizer *t) { return t->vocab; }
 int64_t ufp4_tokenizer_eot(const ufp4_tokenizer *t) { return t->eot; }
 uint64_t ufp4_tokenizer_hash(const ufp4_tokenizer *t) { return t->hash; }
+uint32_t ufp4_tokenizer_merge_count(const ufp4_tokenizer *t) { return t->n_merges; }
+
+int ufp4_tokenizer_merge(const ufp4_tokenizer *t, uint32_t rank, uint32_t *a, uint32_t *b) {
+  if (rank >= t->n_merges)
+    return ufp4_fail(UFP4_EINVAL, "tokenizer: merge %u out of range (%u merges)", rank, t->n_merges);
+  *a = t->merge_pairs[rank][0], *b = t->merge_pairs[rank][1];
+  return 0;
+}
 
 const uint8_t *ufp4_tokenizer_token_bytes(const ufp4_tokenizer *t, uint32_t id, size_t *len) {
   if (id >= t->vocab) return NULL;

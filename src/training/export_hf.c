@@ -1,4 +1,4 @@
-/* The 4-bit Hugging Face layouts: export_hf.h, docs/EXPORT_HF.md. */
+/* The 4-bit Hugging Face layouts: export_hf.h, docs/EXPORT.md (Hugging Face formats). */
 #include "ufp4/export_hf.h"
 
 #include <cjson/cJSON.h>

@@ -1,0 +1,83 @@
+/* Exporting a dense checkpoint (checkpoint.h) to a GGUF file that llama.cpp runs as architecture
+ * "llama" (docs/EXPORT.md). What goes where:
+ *   - hyperparameters as llama.* keys (context length = the checkpoint's seq_len);
+ *   - the tokenizer (tokenizer.h's spec: bytes, gpt2 or a trained BPE folder) as a "gpt2" BPE
+ *     vocabulary with the "gpt-2" pre-tokenizer: token i is ufp4's token i written in GPT-2's
+ *     byte-to-unicode alphabet, the merges are vocab.bpe's in rank order (none for bytes),
+ *     <|endoftext|> is a control token and is bos/eos, no BOS is added; ids between the
+ *     tokenizer's vocabulary and the model's are unused padding tokens;
+ *   - tensors under llama.cpp's names; q_proj and k_proj rows permuted from the rotate-half RoPE
+ *     layout of Hugging Face / ufp4 to the interleaved pairs of llama.cpp's LLAMA_ROPE_TYPE_NORM
+ *     (llama.cpp's convert_hf_to_gguf.py LlamaModel.permute): within each head of D rows, GGUF
+ *     row 2i + j is HF row j*D/2 + i (j = 0, 1);
+ *   - F32: every tensor fp32. BF16: 2-D tensors bfloat16 (RNE), norms fp32.
+ *     MXFP4 / NVFP4: the block projections (q, k, v, o, gate, up, down) not matched by an exclude
+ *     glob (fnmatch on the HF name, e.g. "model.layers.0.*") in ggml's block type, everything
+ *     else fp32. The codes and scales are those of ufp4_quantize with the weight format of ufp4's
+ *     "mxfp4" recipe (E2M1, 1x32, E8M0 floor) or "nvfp4" recipe (E2M1, 16x16 tiles of E4M3 with
+ *     an FP32 tensor scale S_enc), both RNE: every one of them fits ggml's blocks exactly (a 16x16
+ *     tile's scale is repeated in the 16 rows' sub-blocks), and NVFP4's 1/S_enc is written as the
+ *     F32 tensor "<name>.scale" that llama.cpp multiplies the projection's output by.
+ * Only dense models (moe_experts 0) are exported; a projection whose input width is not a
+ * multiple of ggml's block (32 for MXFP4, 64 for NVFP4) is refused with a message naming it. */
+#ifndef UFP4_GGUF_EXPORT_H
+#define UFP4_GGUF_EXPORT_H
+
+#include <stdint.h>
+
+#include "ufp4/export.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+UFP4_API_BEGIN
+
+typedef enum {
+  UFP4_GGUF_EXPORT_F32 = 0,
+  UFP4_GGUF_EXPORT_BF16,
+  UFP4_GGUF_EXPORT_MXFP4,
+  UFP4_GGUF_EXPORT_NVFP4,
+} ufp4_gguf_export_kind;
+
+typedef struct {
+  ufp4_gguf_export_kind kind;
+  const char *tokenizer;      /* required for ufp4_gguf_export */
+  const char *const *exclude; /* n_exclude fnmatch globs on HF tensor names */
+  int n_exclude;
+} ufp4_gguf_export_opts;
+
+typedef struct {
+  uint64_t bytes;       /* size of the file written */
+  int tensors;          /* GGUF tensors written (the .scale tensors included) */
+  int quantized;        /* projections stored in a 4-bit block type */
+  double sqnr_db;       /* of the 4-bit projections against the fp32 weights, all of them pooled;
+                           +inf when nothing was quantized */
+  /* The recipe of the run the checkpoint belongs to (DIR/../../config.json, as `ufp4 train` lays
+   * out run/ckpt/step_N), "" when there is none, and whether the 4-bit export holds what that
+   * recipe trained with: 1 when its fprop weight format is the export's (grid, scale, block or
+   * tile, rounding, no RHT) and it keeps no block in fp32; 0 when not, so the export requantizes
+   * the fp32 master weights and sqnr_db is the conversion's error; -1 for an fp32/bf16 recipe, no
+   * run config, or a high-precision export. */
+  char run_recipe[512];
+  int recipe_holds;
+  /* recipe_holds 0 and a recipe whose weights need no RHT or SR: SQNR of the export against the
+   * weights that recipe's forward used (its format applied to the fp32 weights); NaN otherwise. */
+  double recipe_sqnr_db;
+} ufp4_gguf_export_result;
+
+/* Writes checkpoint `dir` as the GGUF file `path` (atomically). */
+int ufp4_gguf_export(const char *dir, const char *path, const ufp4_gguf_export_opts *o,
+                     ufp4_gguf_export_result *res);
+
+/* The reference that a 4-bit export is checked against: writes the checkpoint folder `out_dir`
+ * (config.json + model.safetensors) holding the weights of `dir` with exactly the projections that
+ * ufp4_gguf_export would quantize (same kind and excludes) replaced by ufp4_dequantize of the same
+ * codes and scales (NVFP4: code * (d / S_enc)). o->tokenizer is not used. */
+int ufp4_gguf_export_dequantized(const char *dir, const char *out_dir, const ufp4_gguf_export_opts *o,
+                                 ufp4_gguf_export_result *res);
+
+UFP4_API_END
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,106 @@
+/* `ufp4 export` from the command line: what it writes and what it refuses (the files themselves
+ * are checked in llama.cpp by tests/test_gguf_llama.mjs). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "cli_fixture.h"
+
+static char work[] = "/tmp/ufp4_cli_export.XXXXXX";
+static const char *cli;
+static char ckpt[4200];
+
+static int setup(void **state) {
+  if (cli_fixture_setup(state, work, &cli)) return -1;
+  static char out[1 << 16];
+  /* d_model 32: the projections' inputs fit MXFP4's block of 32 but not NVFP4's 64 (except down) */
+  if (cli_run(out, sizeof out, "%s train --data %s/data --out %s/run --steps 2 --layers 1 --d-model 32 --heads 2 "
+              "--ffn 64 --seq-len 16 --batch 2 --eval-every 0 --eval-batches 1 --no-progress", cli, work, work))
+    return -1;
+  snprintf(ckpt, sizeof ckpt, "%s/run/ckpt/step_00000002", work);
+  return 0;
+}
+
+static int export(char *out, size_t size, const char *args) {
+  return cli_run(out, size, "%s export --checkpoint %s %s", cli, ckpt, args);
+}
+
+static void test_writes_gguf(void **state) {
+  (void)state;
+  static char out[1 << 14], args[8192], path[4300];
+  snprintf(path, sizeof path, "%s/m.gguf", work);
+  snprintf(args, sizeof args, "--format gguf-mxfp4 --tokenizer bytes --out %s", path);
+  assert_int_equal(export(out, sizeof out, args), 0);
+  assert_non_null(strstr(out, "7 in 4 bits"));
+  assert_non_null(strstr(out, "SQNR"));
+  FILE *fp = fopen(path, "rb");
+  assert_non_null(fp);
+  char magic[4];
+  assert_int_equal(fread(magic, 1, 4, fp), 4);
+  fclose(fp);
+  assert_memory_equal(magic, "GGUF", 4);
+  /* everything excluded: a valid file with no 4-bit tensor */
+  snprintf(args, sizeof args, "--format gguf-nvfp4 --tokenizer bytes --out %s --exclude 'model.layers.*'", path);
+  assert_int_equal(export(out, sizeof out, args), 0);
+  assert_non_null(strstr(out, " 0 in 4 bits"));
+  /* the reference checkpoint */
+  snprintf(args, sizeof args, "--format dequant-mxfp4 --out %s/deq", work);
+  assert_int_equal(export(out, sizeof out, args), 0);
+  assert_int_equal(cli_run(out, sizeof out, "%s eval --checkpoint %s/deq --data %s/data --batches 1 --batch 1", cli, work, work), 0);
+}
+
+/* The Hugging Face rows: hf-mxfp4 with its default E8M0 floor rule holds the same codes as
+ * gguf-mxfp4, so `ufp4 eval` of the export and of the dequant-mxfp4 reference (another code path,
+ * gguf_export.c) print the same loss. */
+static void test_writes_hf(void **state) {
+  (void)state;
+  static char out[1 << 14], args[8192], a[1 << 14], b[1 << 14];
+  snprintf(args, sizeof args, "--format hf-mxfp4 --out %s/hfm", work);
+  assert_int_equal(export(out, sizeof out, args), 0);
+  assert_non_null(strstr(out, "7 tensors in 4 bits"));
+  assert_non_null(strstr(out, "cannot hold the weight quantization of the run's recipe"));
+  snprintf(args, sizeof args, "--format dequant-mxfp4 --out %s/deq2", work);
+  assert_int_equal(export(out, sizeof out, args), 0);
+  assert_int_equal(cli_run(a, sizeof a, "%s eval --checkpoint %s/hfm --data %s/data --batches 2 --batch 1", cli, work, work), 0);
+  assert_int_equal(cli_run(b, sizeof b, "%s eval --checkpoint %s/deq2 --data %s/data --batches 2 --batch 1", cli, work, work), 0);
+  const char *la = strstr(a, "loss "), *lb = strstr(b, "loss ");
+  assert_non_null(la);
+  assert_non_null(lb);
+  assert_memory_equal(la, lb, 14);
+  /* --exclude adds to the defaults; NVFP4's 64 does not divide 32 columns, so exclude all but down */
+  snprintf(args, sizeof args, "--format hf-nvfp4 --out %s/hfn --exclude '*_attn.*' --exclude '*gate_proj' --exclude '*up_proj'", work);
+  assert_int_equal(export(out, sizeof out, args), 0);
+  assert_non_null(strstr(out, "1 tensors in 4 bits"));
+  assert_non_null(strstr(out, "input_scale: 0 of 1 projections calibrated"));
+}
+
+static void test_refusals(void **state) {
+  (void)state;
+  static char out[1 << 14], args[8192];
+  assert_int_equal(export(out, sizeof out, "--format gguf-q4 --out /dev/null"), 2);
+  assert_non_null(strstr(out, "unknown format 'gguf-q4'"));
+  assert_int_equal(export(out, sizeof out, "--format gguf-f32 --out /dev/null"), 2);
+  assert_non_null(strstr(out, "needs --tokenizer"));
+  snprintf(args, sizeof args, "--format gguf-nvfp4 --tokenizer bytes --out %s/n.gguf", work);
+  assert_int_equal(export(out, sizeof out, args), 1);
+  assert_non_null(strstr(out, "model.layers.0.self_attn.q_proj.weight has 32 input columns, not a multiple of NVFP4's block of 64"));
+  snprintf(args, sizeof args, "--format gguf-f32 --tokenizer gpt2 --out %s/g.gguf", work);
+  assert_int_equal(export(out, sizeof out, args), 1);
+  assert_non_null(strstr(out, "more than the model's vocabulary of 256"));
+  assert_int_equal(cli_run(out, sizeof out, "%s export --checkpoint %s/none --format gguf-f32 --tokenizer bytes --out %s/x.gguf",
+                           cli, work, work), 1);
+  assert_non_null(strstr(out, "/none"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_writes_gguf),
+      cmocka_unit_test(test_writes_hf),
+      cmocka_unit_test(test_refusals),
+  };
+  return cmocka_run_group_tests(tests, setup, cli_fixture_teardown);
+}
