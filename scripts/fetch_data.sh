@@ -114,6 +114,11 @@ fi
 # file, and getLlama({build: "never"}) loads only that prebuilt binary, offline.
 if [ ! -f "$raw/node-llama-cpp/.complete" ]; then
   echo "fetch_data: installing node-llama-cpp@3.21.1 (npm ci, lock file scripts/node-llama-cpp/)"
+  # node-llama-cpp 3.21.1 and its linux-x64 binaries declare engines node >= 20 (Debian 12's own
+  # nodejs is 18); npm ci would only warn, and the test would then fail obscurely.
+  node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+  [ "$node_major" -ge 20 ] ||
+    die "node-llama-cpp@3.21.1 needs Node.js >= 20, this is $(node -v 2>/dev/null || echo 'no node') (install a newer nodejs)"
   [ "$(uname -s)-$(uname -m)" = "Linux-x86_64" ] ||
     die "node-llama-cpp: the lock file pins the linux-x64 binaries; this is $(uname -s)-$(uname -m)"
   mkdir -p "$tmp/nlc"

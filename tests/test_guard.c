@@ -188,6 +188,14 @@ static void test_sr_stats_only_under_sr(void **state) {
   ufp4_qmeasures m;
   assert_int_equal(ufp4_measure_tensor(&f, x, 64, 64, &m), 0);
   assert_int_equal(m.sr_n, 0);
+  /* Nor under Four Over Six with SR: it keeps the better of two candidates drawn with the same
+   * bits, which is not SR's law (measures.h), so the statistic would be biased by construction. */
+  f = sr_format(UFP4_ROUND_SR, 0);
+  assert_int_equal(ufp4_measure_tensor(&f, x, 64, 64, &m), 0);
+  assert_true(m.sr_n > 0);
+  f.adaptive = UFP4_ADAPTIVE_4OVER6;
+  assert_int_equal(ufp4_measure_tensor(&f, x, 64, 64, &m), 0);
+  assert_int_equal(m.sr_n, 0);
   ufp4_guard g;
   assert_int_equal(ufp4_guard_parse("srbias<0.001", &g), 0);
   ufp4_guard_breach b[4];

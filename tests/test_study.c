@@ -190,6 +190,10 @@ static void test_primary(void **state) {
   check_test(&r->secondary[0], 3, 0.2, 0.1);
   assert_false(r->secondary[0].rejected);
   ufp4_study_free(r);
+  o.secondary_ref = "e2m1"; /* naming the a recipe as the reference gives the same comparison */
+  r = analyze(&o, 0);
+  check_test(&r->secondary[0], 3, 0.2, 0.1);
+  ufp4_study_free(r);
 }
 
 static void test_settledness(void **state) {
@@ -279,8 +283,12 @@ static void test_errors(void **state) {
   expect_error(both, 2, &o, "drift.json: recipe e2m1 lacks");
   write_drift(2, 1);
   snprintf(path, sizeof path, "%s/runs/ufp4/seed3/metrics.jsonl", l4);
-  write_text(path, "{\"step\":1,\"loss\":7.5}\n{\"step\":50,\"val_loss\":\"x\"}\n");
-  expect_error(both, 2, &o, "seed3/metrics.jsonl:2");
+  write_text(path, "{\"step\":1,\"loss\":7.5}\n{\"step\":50,\"val_lo"); /* being written */
+  ufp4_study_result *w = analyze(&o, 0);
+  assert_int_equal(w->n_seeds, 2); /* seed 3 counts as unfinished, and the reason is kept */
+  assert_non_null(strstr(w->excluded, "seed 3 (L=4: ufp4 not finished)"));
+  assert_non_null(strstr(w->unreadable, "seed3/metrics.jsonl:2"));
+  ufp4_study_free(w);
   write_run(l4, "ufp4", 3, S_LAST, flat4, NULL);
   ufp4_study_result *r = analyze(&o, 0); /* repaired: the analysis is back */
   assert_int_equal(r->n_seeds, 3);

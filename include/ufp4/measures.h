@@ -46,7 +46,9 @@ typedef struct {
    *   sr_z_val  sum sign(x) d / sqrt(sum var): bias of values (negative: toward -inf).
    * A correct SR gives z-scores that are N(0, 1) for large sr_n (central limit theorem). t is
    * |x| / s in double, where the quantizer rounds fp32 t: elements within a relative 2^-20 of a
-   * level (a block's maximum at g_max, say) are left out, since the quantizer's t may be on it. */
+   * level (a block's maximum at g_max, say) are left out, since the quantizer's t may be on it.
+   * Under Four Over Six (f->adaptive) sr_n is 0: it keeps the better of two candidates rounded
+   * with the same random bits, so its draws do not follow SR's law and the test does not apply. */
   size_t sr_n;
   double sr_bias, sr_z_mag, sr_z_val;
   size_t n, n_nonfinite; /* element count; elements skipped: NaN/Inf inputs and the finite

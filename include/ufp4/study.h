@@ -9,7 +9,8 @@
  * seed) found in two of them is an error. L_r(s, L) is the val_loss of the run's last evaluation.
  * A seed is in the analysis when recipes a, b and the baseline have a run at every depth and, at
  * each depth, their last evaluations are at one step (a seed still running is left out and named
- * in `excluded`). The control and the secondary recipes only enter their own comparisons, over
+ * in `excluded`; a run whose metrics.jsonl cannot be read, e.g. one being written, counts as
+ * unfinished and the error is kept in `unreadable`). The control and the secondary recipes only enter their own comparisons, over
  * the included seeds that have them at every depth.
  *
  * Statistics (all from ufp4_paired_summarize, 95% intervals, MDD at 80% power):
@@ -88,6 +89,8 @@ typedef struct {
   size_t n_seeds;
   long long *seeds;       /* the included seeds, ascending */
   char excluded[1024];    /* "seed 13 (L=16: e2m1 not finished); ..." or "" */
+  char unreadable[600];   /* a metrics.jsonl that could not be read (a run being written counts
+                           * as unfinished): the last such error, or "" */
   double mean_base;       /* mean L_base over seeds and depths (nats) */
   ufp4_study_test h1, h2, per_depth[UFP4_STUDY_MAX_DEPTHS];
   int h1_supported, h2_supported, h3_supported;

@@ -156,7 +156,10 @@ static void measure_rows(const ufp4_qtensor *q, const ufp4_grid *g, const float 
                          const float *qa, size_t r0, size_t r1, meas_part *p) {
   const size_t cols = q->cols;
   const double clip_at = (double)g->g_max * (1.0 + CLIP_REL_TOL);
-  const int sr = ufp4_round_is_stochastic(q->fmt.round);
+  /* Not under Four Over Six: it rounds both candidates with the same random bits and keeps the
+   * one with the lower realised error, so the kept draws do not follow SR's law (measured on
+   * N(0, 1): z_mag -5.75 over 2^18 elements with a correct stream). The test does not apply. */
+  const int sr = ufp4_round_is_stochastic(q->fmt.round) && q->fmt.adaptive == UFP4_ADAPTIVE_NONE;
   memset(p, 0, sizeof *p);
   for (size_t r = r0; r < r1; ++r) {
     for (size_t c = 0; c < cols; ++c) {

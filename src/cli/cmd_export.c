@@ -70,8 +70,13 @@ static int hf_write(const export_opts *o, ufp4_hf_format fmt) {
   static ufp4_train_config cfg;
   cfg = ufp4_train_config_default();
   FILE *fp = fopen(path, "rb");
-  const int have = fp && !ufp4_train_config_load(path, &cfg);
+  int have = fp && !ufp4_train_config_load(path, &cfg);
   if (fp) fclose(fp);
+  if (have && (cfg.overrides[0] || cfg.schedule[0])) { /* no single recipe made every weight */
+    printf("note: the run has per-projection overrides or a schedule: the export does not compare itself\n"
+           "with the run's own quantization\n");
+    have = 0;
+  }
   ufp4_hf_export_opts h = {.exclude = ex, .n_exclude = n, .recipe = have ? cfg.recipe : NULL, .calib_data = o->calib};
   ufp4_hf_export_result r;
   if (ufp4_export_hf(o->ckpt, fmt, o->out, &h, &r)) return cli_error("export", o->format);

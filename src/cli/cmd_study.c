@@ -101,6 +101,7 @@ static int parse(int argc, char **argv, ufp4_study_options *o, ufp4_study_folder
 
 static void print_summary(const ufp4_study_result *r, int sd_only, const char *out) {
   printf("%zu seeds finished at every depth%s%s\n", r->n_seeds, r->excluded[0] ? "; left out: " : "", r->excluded);
+  if (r->unreadable[0]) printf("a run could not be read (counted as unfinished): %s\n", r->unreadable);
   printf("sd of the H1 statistic %.4f pp, target %.4f pp: %zu seeds%s\n", r->sd_pp, r->target_pp, r->n_needed,
          r->capped ? " (cap)" : "");
   if (sd_only) {

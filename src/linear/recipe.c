@@ -234,7 +234,7 @@ static int check(const ufp4_recipe *r) {
   if (r->rht_signs == UFP4_SIGNS_NVIDIA && r->rht_n != NVIDIA_SIGNS_N && r->rht_mask)
     return ufp4_fail(UFP4_EINVAL, "recipe: rht_signs=nvidia is a %d-entry vector, but rht_n=%d",
                      NVIDIA_SIGNS_N, r->rht_n);
-  if (r->precision == UFP4_PREC_FP4 && ufp4_adaptive_check(r->adaptive, r->grid, r->scale)) {
+  if (ufp4_recipe_quantizes(r) && ufp4_adaptive_check(r->adaptive, r->grid, r->scale)) {
     char why[256]; /* copied: ufp4_fail rewrites the buffer ufp4_last_error points to */
     snprintf(why, sizeof why, "%s", ufp4_last_error());
     return ufp4_fail(UFP4_EINVAL, "recipe: %s", why);
@@ -321,12 +321,17 @@ void ufp4_recipe_format(const ufp4_recipe *r, char *buf, size_t size) {
   /* adaptive= only where it says something: the specs of pre-4/6 recipes keep their bytes. */
   ufp4_recipe base;
   char adapt[64] = "";
-  if (preset(r->name, &base) != 0) base.adaptive = UFP4_ADAPTIVE_NONE, base.metric = UFP4_METRIC_MSE;
+  char saved[512]; /* a hand-named recipe is no preset: keep the caller's error text */
+  snprintf(saved, sizeof saved, "%s", ufp4_last_error());
+  if (preset(r->name, &base) != 0) {
+    base.adaptive = UFP4_ADAPTIVE_NONE, base.metric = UFP4_METRIC_MSE;
+    ufp4_fail(UFP4_EINVAL, "%s", saved);
+  }
   if (r->adaptive || r->metric || base.adaptive || base.metric)
     snprintf(adapt, sizeof adapt, ",adaptive=%s,adaptive_metric=%s", ufp4_adaptive_name(r->adaptive),
              ufp4_metric_name(r->metric));
   snprintf(buf, size,
-           "%s,grid=%s,scale=%s,block=%d,round=%s,sr=%s,sr_bits=%d,sr_prescale=%g,rht=%s,rht_n=%d,"
+           "%s,grid=%s,scale=%s,block=%d,round=%s,sr=%s,sr_bits=%d,sr_prescale=%.9g,rht=%s,rht_n=%d,"
            "rht_signs=%s,tile2d=%d,keep_first=%d,keep_last=%d%s%s",
            r->name, ufp4_grid_get(r->grid)->name, ufp4_scale_name(r->scale), r->block, ufp4_round_name(r->round),
            sr, r->sr_bits, (double)r->sr_prescale, rht, r->rht_n,

@@ -36,6 +36,7 @@ typedef struct {
   cell *cells;
   size_t n_cells, cap;
   int last[UFP4_STUDY_MAX_DEPTHS]; /* S_L: the latest evaluation step at each depth */
+  char unreadable[600];             /* the last metrics.jsonl that could not be read, "" if none */
 } study;
 
 ufp4_study_options ufp4_study_options_default(void) {
@@ -106,10 +107,13 @@ static int add_cell(study *st, int d, int role, long long seed, const char *run)
   int rc = rpt_load_metrics(run, &train, &c->val, &skipped);
   free(train.step);
   free(train.value);
-  if (rc) {
+  if (rc) { /* a run that is being written (no train line yet, a half-written last line) */
     free(c->val.step);
     free(c->val.value);
-    return rc;
+    memset(&c->val, 0, sizeof c->val);
+    snprintf(st->unreadable, sizeof st->unreadable, "%s", ufp4_last_error());
+    st->n_cells++;
+    return 0;
   }
   if (c->val.n) {
     c->last_step = c->val.step[c->val.n - 1];
@@ -393,7 +397,9 @@ static void tests(const study *st, const ufp4_study_options *o, ufp4_study_resul
     summarize(v, n, o->alpha, o->power, &r->control);
     r->noise_floor = fabs(r->control.s.mean);
   }
-  const int ref = st->names[R_SECONDARY + UFP4_STUDY_MAX_SECONDARY] ? R_SECONDARY + UFP4_STUDY_MAX_SECONDARY : R_A;
+  /* The reference role holds runs only when it names another recipe than a (load_folder). */
+  const char *rn = st->names[R_SECONDARY + UFP4_STUDY_MAX_SECONDARY];
+  const int ref = rn && strcmp(rn, st->names[R_A]) ? R_SECONDARY + UFP4_STUDY_MAX_SECONDARY : R_A;
   r->n_secondary = o->n_secondary;
   for (int k = 0; k < o->n_secondary; k++) {
     for (size_t s = 0; s < n; s++) v[s] = depth_mean_pp(st, r, R_SECONDARY + k, ref, r->seeds[s]);
@@ -463,6 +469,7 @@ int ufp4_study_analyze(const ufp4_study_folder *folders, size_t n_folders, const
   study st;
   int rc = setup(&st, folders, n_folders, o, r);
   if (!rc) rc = pick_seeds(&st, r);
+  if (!rc) snprintf(r->unreadable, sizeof r->unreadable, "%s", st.unreadable);
   if (!rc && r->n_seeds < 2)
     rc = ufp4_fail(UFP4_EINVAL, "study: %zu seed(s) finished at every depth; at least 2 are needed%s%s", r->n_seeds,
                    r->excluded[0] ? ": " : "", r->excluded);

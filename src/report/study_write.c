@@ -49,6 +49,7 @@ static void json_head(FILE *f, const ufp4_study_result *r, const ufp4_study_opti
   for (size_t s = 0; s < r->n_seeds; s++) fprintf(f, "%s%lld", s ? "," : "", r->seeds[s]);
   fputs("],", f);
   jstr(f, "excluded", r->excluded), fputc(',', f);
+  jstr(f, "unreadable", r->unreadable), fputc(',', f);
   jnum(f, "mean_baseline_loss", r->mean_base), fputs(",\"stage2\":{", f);
   jnum(f, "sd_pp", r->sd_pp), fputc(',', f);
   jnum(f, "target_nats", o->target_nats), fputc(',', f);
@@ -124,11 +125,13 @@ static void md(FILE *f, const ufp4_study_result *r, const ufp4_study_options *o,
   for (int d = 0; d < r->n_depths; d++) fprintf(f, " %d", r->depth[d]);
   fprintf(f, ". Mean %s loss %.4f nats.%s%s\n\n", o->baseline, r->mean_base, r->excluded[0] ? " Left out: " : "",
           r->excluded);
-  fputs("## Primary hypotheses (Holm over H1-H3 at alpha 0.05)\n\nUnits: percentage points (pp) of "
-        "BF16-relative loss; H2 pp per doubling of depth; H3 log-ratio slope per block. MDD at 80% power "
-        "and alpha 0.05/3.\n\n| test | n | mean | sd | 95% CI | p | MDD | Holm |\n| --- | --- | --- | --- | --- | --- "
-        "| --- | --- |\n",
-        f);
+  if (r->unreadable[0]) fprintf(f, "A run could not be read (counted as unfinished): %s\n\n", r->unreadable);
+  fprintf(f,
+          "## Primary hypotheses (Holm over H1-H3 at alpha %g)\n\nUnits: percentage points (pp) of "
+          "BF16-relative loss; H2 pp per doubling of depth; H3 log-ratio slope per block. MDD at %g%% power "
+          "and alpha %g/3.\n\n| test | n | mean | sd | 95%% CI | p | MDD | Holm |\n| --- | --- | --- | --- | --- | --- "
+          "| --- | --- |\n",
+          o->alpha, 100 * o->power, o->alpha);
   char buf[160];
   snprintf(buf, sizeof buf, "%s at level %.4g; %s", holm_word(&r->h1), r->h1.p_holm,
            r->h1_supported ? "**supported**" : "not supported");
@@ -176,9 +179,9 @@ static void md(FILE *f, const ufp4_study_result *r, const ufp4_study_options *o,
           r->sd_pp, o->target_nats, r->target_pp, r->n_needed,
           r->capped ? " (the cap binds: the MDD reached is given instead of the target)" : "");
   if (r->capped) fprintf(f, "MDD at %d seeds: %.4f pp.\n", o->n_cap, r->mdd_at_cap);
-  fputs("\nA test that does not reject is reported with its interval and MDD: effects above the MDD would have "
-        "been detected with probability 0.8; it is not evidence of no effect.\n",
-        f);
+  fprintf(f, "\nA test that does not reject is reported with its interval and MDD: effects above the MDD would have "
+             "been detected with probability %g; it is not evidence of no effect.\n",
+          o->power);
 }
 
 typedef void (*fill_fn)(FILE *, const ufp4_study_result *, const ufp4_study_options *, const char *, const char *);

@@ -125,11 +125,12 @@ static int recipe_weights(const export_job *j, const char *name, const float *w,
   sscanf(name, "model.layers.%d.", &layer);
   const int kept = layer >= 0 && (layer < j->recipe.keep_first || layer >= j->n_layers - j->recipe.keep_last);
   const size_t n = rows * cols;
-  if (j->recipe.precision == UFP4_PREC_FP32 || (j->recipe_fp4 && kept)) {
+  const int fwd = ufp4_recipe_gemm_precision(&j->recipe, UFP4_FPROP); /* per-GEMM keys included */
+  if (fwd == UFP4_PREC_FP32 || (j->recipe_fp4 && kept)) {
     memcpy(ref, w, n * sizeof *ref);
     return 1;
   }
-  if (j->recipe.precision == UFP4_PREC_BF16) {
+  if (fwd == UFP4_PREC_BF16) {
     for (size_t i = 0; i < n; i++) ref[i] = ufp4_round_bf16(w[i]);
     return 1;
   }
@@ -301,7 +302,7 @@ static int choose_format(export_job *j, const ufp4_hf_export_opts *o) {
   int rc = ufp4_recipe_parse(o->recipe, &j->recipe);
   if (rc) return rc;
   j->have_recipe = 1;
-  j->recipe_fp4 = j->recipe.precision == UFP4_PREC_FP4;
+  j->recipe_fp4 = ufp4_recipe_gemm_precision(&j->recipe, UFP4_FPROP) == UFP4_PREC_FP4; /* the forward's weights */
   j->ref_known = 1; /* fp32 and bf16 forwards use the master weights, or them rounded to bf16 */
   if (!j->recipe_fp4) return 0;
   ufp4_qformat r = ufp4_recipe_operand_format(&j->recipe, UFP4_OP_FPROP_W);

@@ -334,7 +334,7 @@ static void run_recipe(const char *dir, ufp4_gguf_export_kind kind, ufp4_gguf_ex
   if (ufp4_train_config_load(path, &cfg) || ufp4_recipe_parse(cfg.recipe, &r)) return;
   snprintf(res->run_recipe, sizeof res->run_recipe, "%s", cfg.recipe);
   ufp4_qformat want, had = ufp4_recipe_operand_format(&r, UFP4_OP_FPROP_W);
-  if (r.precision != UFP4_PREC_FP4 || (kind != UFP4_GGUF_EXPORT_MXFP4 && kind != UFP4_GGUF_EXPORT_NVFP4) ||
+  if (ufp4_recipe_gemm_precision(&r, UFP4_FPROP) != UFP4_PREC_FP4 || (kind != UFP4_GGUF_EXPORT_MXFP4 && kind != UFP4_GGUF_EXPORT_NVFP4) ||
       weight_format(kind, &want))
     return;
   res->recipe_holds = had.grid == want.grid && had.scale == want.scale && had.tile2d == want.tile2d &&
