@@ -93,21 +93,29 @@ static void test_parse(void **state) {
 static void test_proj_names(void **state) {
   (void)state;
   char b[96];
-  ufp4_guard_proj_name(3, UFP4_PROJ_Q, 0, b, sizeof b);
+  ufp4_model_config d = ufp4_model_config_default(); /* dense, 6 blocks */
+  d.n_layers = 6;
+  ufp4_model_config_resolve(&d);
+  ufp4_guard_proj_name(&d, 3, UFP4_PROJ_Q, b, sizeof b);
   assert_string_equal(b, "model.layers.3.self_attn.q_proj");
-  ufp4_guard_proj_name(0, UFP4_PROJ_DOWN, 0, b, sizeof b);
+  ufp4_guard_proj_name(&d, 0, UFP4_PROJ_DOWN, b, sizeof b);
   assert_string_equal(b, "model.layers.0.mlp.down_proj");
-  ufp4_guard_proj_name(5, UFP4_PROJ_EXPERT(2, 2), 4, b, sizeof b);
-  assert_string_equal(b, "model.layers.5.mlp.experts.2.down_proj");
-  ufp4_guard_proj_name(1, UFP4_PROJ_EXPERT(4, 0), 4, b, sizeof b);
-  assert_string_equal(b, "model.layers.1.mlp.shared_expert.gate_proj");
-  ufp4_guard_proj_name(-1, UFP4_PROJ_HEAD, 0, b, sizeof b);
+  ufp4_guard_proj_name(&d, -1, UFP4_PROJ_HEAD, b, sizeof b);
   assert_string_equal(b, "lm_head");
-  /* The model's own table of names (model.h) agrees for every projection of an MoE model. */
-  ufp4_model_config c = ufp4_model_config_default();
-  c.n_layers = 2;
-  c.moe_experts = 3;
+  ufp4_model_config c = ufp4_model_config_default(); /* MoE: 4 routed experts + a shared one */
+  c.n_layers = 6;
+  c.moe_experts = 4;
   c.moe_shared_ffn = 16;
+  c.moe_every = 1;
+  ufp4_model_config_resolve(&c);
+  ufp4_guard_proj_name(&c, 5, UFP4_PROJ_EXPERT(2, 2), b, sizeof b);
+  assert_string_equal(b, "model.layers.5.mlp.experts.2.down_proj");
+  ufp4_guard_proj_name(&c, 1, UFP4_PROJ_EXPERT(4, 0), b, sizeof b);
+  assert_string_equal(b, "model.layers.1.mlp.shared_expert.gate_proj");
+  ufp4_guard_proj_name(&d, 2, UFP4_PROJ_EXPERT(0, 1), b, sizeof b); /* no experts in a dense model */
+  assert_string_equal(b, "model.layers.2.proj9");
+  /* Every projection of an MoE model, from the probe's ids. */
+  c.n_layers = 2;
   c.moe_every = 2;
   ufp4_model_config_resolve(&c);
   const int n = ufp4_model_projection_count(&c);
@@ -116,7 +124,7 @@ static void test_proj_names(void **state) {
   ufp4_model_projections(&c, p);
   for (int i = 0; i < n; i++) {
     const int id = p[i].expert >= 0 ? UFP4_PROJ_EXPERT(p[i].expert, p[i].proj - UFP4_PROJ_GATE) : p[i].proj;
-    ufp4_guard_proj_name(p[i].layer, id, c.moe_experts, b, sizeof b);
+    ufp4_guard_proj_name(&c, p[i].layer, id, b, sizeof b);
     assert_string_equal(b, p[i].name);
   }
   free(p);

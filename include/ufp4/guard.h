@@ -27,6 +27,7 @@
 
 #include <stddef.h>
 #include "ufp4/measures.h"
+#include "ufp4/model.h"
 #include "ufp4/recipe.h"
 #include "ufp4/export.h"
 
@@ -73,10 +74,11 @@ typedef struct {
 int ufp4_guard_check(const ufp4_guard *g, ufp4_operand op, const ufp4_qmeasures *m,
                      ufp4_guard_breach *out, int max);
 
-/* The Hugging Face name of a projection of block `layer` (proj as the probe reports it;
- * n_experts: the model's routed experts, whose next id is the shared expert; UFP4_PROJ_HEAD is
- * lm_head): the names of model.h's ufp4_model_projections. */
-void ufp4_guard_proj_name(int layer, int proj, int n_experts, char *buf, size_t size);
+/* The Hugging Face name of a projection of block `layer` of a model of config c (proj as the
+ * probe reports it: moe.h's UFP4_PROJ_EXPERT ids for experts, UFP4_PROJ_HEAD for lm_head), looked
+ * up in model.h's ufp4_model_projections, the one table of names; "model.layers.L.projN" for an
+ * id the model does not have. */
+void ufp4_guard_proj_name(const ufp4_model_config *c, int layer, int proj, char *buf, size_t size);
 
 /* One line saying what breached: "step 3, model.layers.0.mlp.up_proj, wgrad operand dY
  * (wgrad.dy): srbias 35.2 >= 4 (must stay below)". */

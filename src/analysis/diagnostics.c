@@ -62,6 +62,7 @@ typedef struct {
   operand_sum *ops; /* [layer][3 kinds][UFP4_N_OPERANDS] */
   gemm_sum *gemms;  /* [layer][3 kinds][UFP4_N_GEMMS] */
   const ufp4_diag_guard *guard; /* NULL: no health guards */
+  const ufp4_model_config *cfg;  /* for the names of the guard's breaches */
 } probe_state;
 
 /* The guard's breaches of one operand's measures, handed to its callback. */
@@ -72,7 +73,7 @@ static void guard_operand(const probe_state *s, int layer, int proj, ufp4_operan
     b[i].step = s->step;
     b[i].layer = layer;
     b[i].proj = proj;
-    ufp4_guard_proj_name(layer, proj, s->n_experts, b[i].proj_name, sizeof b[i].proj_name);
+    ufp4_guard_proj_name(s->cfg, layer, proj, b[i].proj_name, sizeof b[i].proj_name);
     s->guard->breach(s->guard->ud, &b[i]);
   }
 }
@@ -225,7 +226,7 @@ int ufp4_diagnostics_run_guarded(ufp4_model *m, const int32_t *tokens, const int
   free(drift);
   if (rc) return rc;
   probe_state s = {.out = out, .step = step, .n_experts = c->moe_experts, .n_layers = c->n_layers,
-                   .guard = guard && guard->guard && guard->guard->n_rules ? guard : NULL};
+                   .guard = guard && guard->guard && guard->guard->n_rules ? guard : NULL, .cfg = c};
   if (c->moe_experts > 0) {
     s.ops = calloc((size_t)c->n_layers * 3 * UFP4_N_OPERANDS, sizeof *s.ops);
     s.gemms = calloc((size_t)c->n_layers * 3 * UFP4_N_GEMMS, sizeof *s.gemms);

@@ -129,22 +129,22 @@ int ufp4_guard_check(const ufp4_guard *g, ufp4_operand op, const ufp4_qmeasures 
   return n;
 }
 
-void ufp4_guard_proj_name(int layer, int proj, int n_experts, char *buf, size_t size) {
-  static const char *const dense[] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
-                                      "self_attn.o_proj", "mlp.gate_proj",    "mlp.up_proj",
-                                      "mlp.down_proj"};
-  static const char *const kinds[3] = {"gate_proj", "up_proj", "down_proj"};
-  const int e = (proj - UFP4_PROJ_EXPERT(0, 0)) / 3, k = (proj - UFP4_PROJ_EXPERT(0, 0)) % 3;
-  if (proj == UFP4_PROJ_HEAD)
-    snprintf(buf, size, "lm_head");
-  else if (proj >= 0 && proj < (int)(sizeof dense / sizeof *dense))
-    snprintf(buf, size, "model.layers.%d.%s", layer, dense[proj]);
-  else if (proj < UFP4_PROJ_EXPERT(0, 0))
-    snprintf(buf, size, "model.layers.%d.proj%d", layer, proj);
-  else if (e == n_experts)
-    snprintf(buf, size, "model.layers.%d.mlp.shared_expert.%s", layer, kinds[k]);
-  else
-    snprintf(buf, size, "model.layers.%d.mlp.experts.%d.%s", layer, e, kinds[k]);
+void ufp4_guard_proj_name(const ufp4_model_config *c, int layer, int proj, char *buf, size_t size) {
+  /* The probe's id of an expert projection is UFP4_PROJ_EXPERT(e, k); the table's is (GATE + k, e). */
+  const int first = UFP4_PROJ_EXPERT(0, 0);
+  const int expert = proj >= first && proj != UFP4_PROJ_HEAD ? (proj - first) / 3 : -1;
+  const int id = expert >= 0 ? UFP4_PROJ_GATE + (proj - first) % 3 : proj;
+  snprintf(buf, size, "model.layers.%d.proj%d", layer, proj); /* no projection of c has this id */
+  const int n = ufp4_model_projection_count(c);
+  ufp4_projection_info *p = malloc((size_t)n * sizeof *p); /* only on a breach: not a hot path */
+  if (!p) return;
+  ufp4_model_projections(c, p);
+  for (int i = 0; i < n; i++)
+    if (p[i].proj == id && p[i].expert == expert && (proj == UFP4_PROJ_HEAD || p[i].layer == layer)) {
+      snprintf(buf, size, "%s", p[i].name);
+      break;
+    }
+  free(p);
 }
 
 void ufp4_guard_describe(const ufp4_guard_breach *b, char *buf, size_t size) {
