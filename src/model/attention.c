@@ -2,7 +2,9 @@
 #include <float.h>
 #include <math.h>
 
+#include "core/cpu.h"
 #include "model/layer_check.h"
+#include "model/vexp_internal.h"
 #include "ufp4/gemm.h"
 #include "ufp4/layers.h"
 
@@ -42,6 +44,9 @@ int ufp4_attention_forward(float *out, float *att, const float *q, const float *
   const float scale = (float)(1.0 / sqrt((double)D));
   const int qstride = H * D, kvstride = KVH * D;
   const int tasks = B * H;
+#ifdef UFP4_HAVE_X86
+  const int simd = ufp4_simd_enabled();
+#endif
 #pragma omp parallel for schedule(dynamic, 1)
   for (int task = 0; task < tasks; task++) {
     const int b = task / H, h = task % H, kvh = h / group;
@@ -58,6 +63,12 @@ int ufp4_attention_forward(float *out, float *att, const float *q, const float *
                  kb, kvstride, 0.0f, p0, T);
       for (int t = i0; t < i1; t++) {
         float *p = pb + (size_t)t * T;
+#ifdef UFP4_HAVE_X86
+        if (simd) { /* the same bits (vexp_internal.h) */
+          ufp4_m_softmax_row_avx2(p, t + 1, T);
+          continue;
+        }
+#endif
         float mx = -FLT_MAX;
         for (int j = 0; j <= t; j++)
           if (p[j] > mx) mx = p[j];

@@ -7,7 +7,9 @@
 #include <emmintrin.h>
 #endif
 
+#include "core/cpu.h"
 #include "model/layer_check.h"
+#include "model/vexp_internal.h"
 #include "ufp4/layers.h"
 
 /* exp over a 50257-word vocabulary is a good share of a training step, so the rows use a 4-lane
@@ -96,6 +98,18 @@ static void exp_shifted(float *out, const float *in, float sub, int n) {
 static float exp1(float x) { return exp_lane(x); }
 #endif
 
+/* exp_shifted, on 8 lanes where the machine has AVX2 and FMA: the same bits either way. */
+static void exp_rows(float *out, const float *in, float sub, int n, int simd) {
+#ifdef UFP4_HAVE_X86
+  if (simd) {
+    ufp4_m_exp_cephes_sub_avx2(out, in, sub, n);
+    return;
+  }
+#endif
+  (void)simd;
+  exp_shifted(out, in, sub, n);
+}
+
 static int ce_check(const char *what, const int32_t *targets, int BT, int V, int *n_valid) {
   size_t n;
   int rc = layer_count(&n, what, BT, V, 1, 1);
@@ -123,6 +137,7 @@ int ufp4_cross_entropy_forward(float *losses, float *lse, double *mean_loss, int
   int cnt;
   int rc = ce_check(what, targets, BT, V, &cnt);
   if (rc < 0) return rc;
+  const int simd = ufp4_simd_enabled();
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < BT; i++) {
     const float *li = logits + (size_t)i * V;
@@ -133,7 +148,7 @@ int ufp4_cross_entropy_forward(float *losses, float *lse, double *mean_loss, int
     float e[256];
     for (int j0 = 0; j0 < V; j0 += 256) {
       int nj = V - j0 < 256 ? V - j0 : 256;
-      exp_shifted(e, li + j0, mx, nj);
+      exp_rows(e, li + j0, mx, nj, simd);
       for (int j = 0; j < nj; j++) sum += e[j];
     }
     double l = (double)mx + log(sum);
@@ -160,6 +175,7 @@ int ufp4_cross_entropy_backward(float *dlogits, const float *logits, const float
   int rc = ce_check(what, targets, BT, V, &cnt);
   if (rc < 0) return rc;
   const float scale = cnt ? dloss / (float)cnt : 0.0f;
+  const int simd = ufp4_simd_enabled();
 #pragma omp parallel for schedule(static)
   for (int i = 0; i < BT; i++) {
     const float *li = logits + (size_t)i * V;
@@ -173,7 +189,7 @@ int ufp4_cross_entropy_backward(float *dlogits, const float *logits, const float
     const float et = exp1(li[tgt] - m);
     /* Element j is read before it is written, so dlogits == logits is safe; (e - 0) * scale is
      * e * scale, and the target's (e - 1) * scale is written last from its saved logit. */
-    exp_shifted(di, li, m, V);
+    exp_rows(di, li, m, V, simd);
     for (int j = 0; j < V; j++) di[j] *= scale;
     di[tgt] = (et - 1.0f) * scale;
   }
