@@ -123,7 +123,8 @@ static void drop_timings(char *text) {
 
 /* RUN of grid A and of grid B hold the same run: metrics (timings aside), diagnostics and the
  * result in run.json, to the bit. */
-static void assert_same_run(const char *a, const char *b, const char *run) {
+/* Run RUN of grids a and b computed the same bits; b's record names binary b_commit. */
+static void assert_same_run_by(const char *a, const char *b, const char *run, const char *b_commit) {
   char *ma = read_text("%s/%s/metrics.jsonl", a, run), *mb = read_text("%s/%s/metrics.jsonl", b, run);
   drop_timings(ma);
   drop_timings(mb);
@@ -145,11 +146,15 @@ static void assert_same_run(const char *a, const char *b, const char *run) {
   assert_ok(ufp4_run_record_read(dir, &rb));
   assert_int_equal(ra.state, UFP4_RUN_FINISHED);
   assert_int_equal(rb.state, UFP4_RUN_FINISHED);
-  assert_string_equal(rb.commit, ufp4_build_commit());
+  assert_string_equal(rb.commit, b_commit);
   assert_int_equal(ra.result.steps_done, rb.result.steps_done);
   assert_int_equal(ra.result.skipped_steps, rb.result.skipped_steps);
   assert_memory_equal(&ra.result.final_loss, &rb.result.final_loss, sizeof(double));
   assert_memory_equal(&ra.result.final_val_loss, &rb.result.final_val_loss, sizeof(double));
+}
+
+static void assert_same_run(const char *a, const char *b, const char *run) {
+  assert_same_run_by(a, b, run, ufp4_build_commit());
 }
 
 typedef struct {
@@ -357,6 +362,63 @@ static void test_other_binary_is_moved_aside_and_redone(void **state) {
   free(metrics);
 }
 
+/* (3b) --same-bits-as: the runs of a listed binary are kept when finished and resumed when not
+ * (the record then names both), a chain with an unlisted binary or a mere prefix of a listed
+ * commit is still another binary's; and the report says whose runs it kept. */
+static void test_same_bits_as_keeps_and_resumes(void **state) {
+  (void)state;
+  char ref[700], out[700], log[8192], e2m1[1024], path[1200], both[600];
+  sub(ref, sizeof ref, "samebits_ref");
+  sub(out, sizeof out, "samebits");
+  compare(ref, log, sizeof log);
+  compare(out, log, sizeof log);
+  snprintf(e2m1, sizeof e2m1, "%s/runs/e2m1/seed1", out);
+  ufp4_compare_options o = compare_options(out);
+  o.same_bits_as = "fedcba987654,0123456789ab";
+
+  set_commit(e2m1, "0123456789ab");
+  assert_int_equal(logged(compare_call, &o, &o.log, log, sizeof log), 0);
+  assert_log_has(log, "2 done, 0 to resume, 0 to run");
+  assert_record(e2m1, UFP4_RUN_FINISHED, "0123456789ab");
+  cJSON *j = load_json("%s/report.json", out);
+  snprintf(both, sizeof both, "%s (runs of fedcba987654,0123456789ab kept: the same bits)", ufp4_build_commit());
+  assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "commit")->valuestring, both);
+  cJSON_Delete(j);
+
+  snprintf(both, sizeof both, "0123456789ab+%s", ufp4_build_commit());
+  set_commit(e2m1, both);
+  assert_int_equal(logged(compare_call, &o, &o.log, log, sizeof log), 0);
+  assert_log_has(log, "2 done, 0 to resume, 0 to run");
+
+  set_commit(e2m1, "0123456789ab+abcdef012345");
+  assert_int_equal(logged(compare_call, &o, &o.log, log, sizeof log), 0);
+  assert_log_has(log, "was made by binary 0123456789ab+abcdef012345");
+  assert_log_has(log, "1 done, 0 to resume, 1 to run");
+
+  o.same_bits_as = "0123456789";
+  set_commit(e2m1, "0123456789ab");
+  assert_int_equal(logged(compare_call, &o, &o.log, log, sizeof log), 0);
+  assert_log_has(log, "was made by binary 0123456789ab");
+
+  /* Interrupted after its checkpoint at step 6 by the listed binary: resumed, and the same bits
+   * as the run never interrupted. */
+  char cutdir[700], ref_run[1024], cut_run[1024];
+  sub(cutdir, sizeof cutdir, "samebits_cut");
+  snprintf(ref_run, sizeof ref_run, "%s/runs/e2m1/seed1", ref);
+  snprintf(cut_run, sizeof cut_run, "%s/runs/e2m1/seed1", cutdir);
+  train_partially(ref_run, cut_run, 6, -1, -1);
+  set_commit(cut_run, "0123456789ab");
+  ufp4_compare_options oc = compare_options(cutdir);
+  oc.same_bits_as = "0123456789ab";
+  assert_int_equal(logged(compare_call, &oc, &oc.log, log, sizeof log), 0);
+  assert_log_has(log, "0 done, 1 to resume, 1 to run");
+  snprintf(both, sizeof both, "0123456789ab+%s", ufp4_build_commit());
+  assert_same_run_by(ref, cutdir, "runs/e2m1/seed1", both);
+  snprintf(path, sizeof path, "%s/stale", cutdir);
+  struct stat st;
+  assert_int_not_equal(stat(path, &st), 0);
+}
+
 /* (4) A damaged run folder stops the call with an error that names the file; nothing is moved. */
 static void test_damaged_folder_is_named(void **state) {
   (void)state;
@@ -519,6 +581,7 @@ int main(void) {
       cmocka_unit_test(test_interrupted_compare_resumes_exactly),
       cmocka_unit_test(test_finished_runs_are_not_touched),
       cmocka_unit_test(test_other_binary_is_moved_aside_and_redone),
+      cmocka_unit_test(test_same_bits_as_keeps_and_resumes),
       cmocka_unit_test(test_damaged_folder_is_named),
       cmocka_unit_test(test_damaged_log_of_interrupted_run),
       cmocka_unit_test(test_interrupted_sweep_resumes_exactly),

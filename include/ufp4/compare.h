@@ -60,6 +60,10 @@ typedef struct {
                             * -1, which means every ceil(steps / 10) steps (at least 1), so that
                             * an interruption loses at most a tenth of a run, and keep_ckpts = 1
                             * (a resume needs only the newest) */
+  const char *same_bits_as; /* ','-separated commits (as run.json records them) whose run folders
+                             * count as this binary's own: kept when finished, resumed when not
+                             * (run_resume.h). Only for binaries shown to compute the same bits
+                             * (docs/STUDY.md, amendment 1). NULL (default): none */
 } ufp4_compare_options;
 
 ufp4_compare_options ufp4_compare_options_default(void);

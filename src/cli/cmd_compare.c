@@ -13,7 +13,7 @@ static void usage(FILE *out) {
   fprintf(out,
           "usage: ufp4 compare --data DIR --out REPORT [--recipes bf16,e2m1,nvfp4,ufp4] [--seeds N]\n"
           "                    [--final-steps N] [--ablation rht-scope|sr-scope] [--no-control]\n"
-          "                    [--target-effect PP] [train flags]\n\n"
+          "                    [--target-effect PP] [--same-bits-as COMMITS] [train flags]\n\n"
           "Trains the same model on the same data in the same order under each recipe and seed, plus the\n"
           "bf16 baseline and an fp32 control (the noise floor of the metric), then writes REPORT/report.md,\n"
           "report.html, report.json and plots, and prints the table. Seed s of every recipe shares the init,\n"
@@ -35,7 +35,10 @@ static void usage(FILE *out) {
           "  --target-effect PP  also give, per pair, the seeds needed to detect a difference of PP\n"
           "                      percentage points of relative error (0.1 = 0.1%%) at 80%% power, alpha 0.05,\n"
           "                      from the spread this run saw (a pilot)\n"
-          "  --diag-every N      diagnostics every N steps (default: 4 times per run)\n\n"
+          "  --diag-every N      diagnostics every N steps (default: 4 times per run)\n"
+          "  --same-bits-as C,.. keep and resume the runs of these binaries (commits as run.json records\n"
+          "                      them) as this one's own; only for a binary shown to compute the same bits\n"
+          "                      (docs/STUDY.md, amendment 1); a resumed run records \"OLD+NEW\"\n\n"
           "train flags (as ufp4 train):\n");
   ufp4_train_flags_usage(out);
 }
@@ -50,6 +53,7 @@ static int parse(int argc, char **argv, ufp4_compare_options *o) {
     else if (!r && (r = cli_value(argc, argv, &i, "--out", &v)) > 0) o->out_dir = v;
     else if (!r && (r = cli_value(argc, argv, &i, "--recipes", &v)) > 0) o->recipes = v;
     else if (!r && (r = cli_value(argc, argv, &i, "--ablation", &v)) > 0) o->ablation = v;
+    else if (!r && (r = cli_value(argc, argv, &i, "--same-bits-as", &v)) > 0) o->same_bits_as = v;
     else if (!r && (r = cli_value(argc, argv, &i, "--seeds", &v)) > 0) {
       if (cli_parse_long("compare", "--seeds", v, 1, UFP4_MAX_GRID_SEEDS, &n)) return -1;
       o->seeds = (int)n;

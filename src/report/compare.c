@@ -197,7 +197,14 @@ static int report(const grid *g, int total, ufp4_compare_result *res) {
   opt.control = o->control ? "fp32" : NULL;
   opt.command = o->command;
   opt.target_effect = o->target_effect;
-  opt.commit = ufp4_build_commit(); /* every run's, by ufp4_resume_plan */
+  /* Every run's, by ufp4_resume_plan; with --same-bits-as, the commits its runs may also carry. */
+  char commit[512];
+  if (o->same_bits_as && o->same_bits_as[0])
+    snprintf(commit, sizeof commit, "%s (runs of %s kept: the same bits)", ufp4_build_commit(),
+             o->same_bits_as);
+  else
+    snprintf(commit, sizeof commit, "%s", ufp4_build_commit());
+  opt.commit = commit;
   return ufp4_report_make(g->runs, (size_t)total, &opt, o->out_dir, &res->report);
 }
 
@@ -220,7 +227,8 @@ static int compare(grid *g, ufp4_compare_result *res) {
     log_plan(g, total);
     g->resume = (ufp4_resume_grid){.what = "compare", .out_dir = g->o->out_dir,
                                    .data_dir = g->o->data_dir, .log = g->o->log,
-                                   .config = run_config, .ctx = g};
+                                   .config = run_config, .ctx = g,
+                                   .same_bits_as = g->o->same_bits_as};
     rc = ufp4_resume_plan(&g->resume, &g->share, total, g->fate);
   }
   for (int j = 0; !rc && j < total; j++)

@@ -152,6 +152,28 @@ static int move_stale(const ufp4_resume_grid *g, const char *dir, const char *co
   return 0;
 }
 
+/* Whether a run.json commit names this binary: itself, a commit of g->same_bits_as, or a
+ * '+'-joined chain (a run resumed by another binary) of such commits. */
+static int commit_is_ours(const ufp4_resume_grid *g, const char *commit) {
+  const char *self = ufp4_build_commit();
+  if (!strcmp(commit, self)) return 1;
+  if (!g->same_bits_as || !g->same_bits_as[0]) return 0;
+  for (const char *p = commit;;) {
+    const char *end = strchr(p, '+');
+    const size_t n = end ? (size_t)(end - p) : strlen(p);
+    int ok = n == strlen(self) && !strncmp(p, self, n);
+    for (const char *q = g->same_bits_as; !ok && *q;) {
+      const char *qe = strchr(q, ',');
+      const size_t m = qe ? (size_t)(qe - q) : strlen(q);
+      ok = m == n && n > 0 && !strncmp(p, q, n);
+      q += m + (qe ? 1 : 0);
+    }
+    if (!ok) return 0;
+    if (!end) return 1;
+    p = end + 1;
+  }
+}
+
 /* The fate of the run cfg (resolved), moving its folder aside when it is not this grid's run. */
 static int probe(const ufp4_resume_grid *g, const ufp4_train_config *cfg, ufp4_resume_fate *fate) {
   const char *dir = cfg->out_dir;
@@ -167,9 +189,9 @@ static int probe(const ufp4_resume_grid *g, const ufp4_train_config *cfg, ufp4_r
     if (!exists(dir, "config.json") && !exists(dir, "metrics.jsonl")) return 0;
     return move_stale(g, dir, "unrecorded", "was made by a binary that recorded no commit");
   }
-  const char *self = ufp4_build_commit();
-  if (strcmp(rec.commit, self)) {
-    snprintf(why, sizeof why, "was made by binary %s, not by this one (%s)", rec.commit, self);
+  if (!commit_is_ours(g, rec.commit)) {
+    snprintf(why, sizeof why, "was made by binary %s, not by this one (%s)", rec.commit,
+             ufp4_build_commit());
     return move_stale(g, dir, rec.commit, why);
   }
   if ((rc = config_differs(cfg, key, sizeof key))) return rc;

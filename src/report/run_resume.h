@@ -10,6 +10,9 @@
  *                                                            uninterrupted run, train.h)
  *   not finished, no checkpoint; or no folder, or an empty   trained from the start
  *   one
+ * A commit listed in same_bits_as counts as this binary's (and so does a '+'-joined commit whose
+ * every part is this binary's or listed): a binary shown to compute the same bits may then keep
+ * and resume another's runs; the run.json of a run it resumes records both ("OLD+NEW").
  * A folder made by another binary (a '+'-joined run.json commit counts as another), by one that
  * recorded none, or with another configuration is not mixed in: it is moved, whole, to
  * OUT/stale/COMMIT/<its path under OUT> (".2", ".3", ... appended when that is taken; COMMIT
@@ -40,6 +43,7 @@ typedef struct {
   FILE *log;            /* rank 0's lines (stale folders moved, the counts); NULL = nowhere */
   ufp4_resume_config_fn config;
   void *ctx;
+  const char *same_bits_as; /* ','-separated commits whose folders count as this binary's; NULL */
 } ufp4_resume_grid;
 
 /* Compare's and sweep's defaults for resuming: with ckpt_every < 0 (the grids' default), a
