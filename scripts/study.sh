@@ -30,7 +30,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-STUDY_COMMIT=${STUDY_COMMIT:-9d13365e3ac8b3356118f9e16c3a469d968724c5}
+# Amendment 1 (docs/STUDY.md, section 10): from 2026-12-01 20:xx UTC the runs are made by the binary
+# of 1689742, which computes the same bits as the first study binary, 9d13365 (scripts/same_bits.py
+# on a full rerun of L = 2, seed 1, and on a run resumed across the two); compare keeps and resumes
+# 9d13365's runs as its own (--same-bits-as), and a run it resumes records "9d13365e3ac8+1689742253fe".
+STUDY_COMMIT=${STUDY_COMMIT:-1689742253fe8d4ecb0efdcb50af355fea16a32a}
+SAME_BITS_AS=${SAME_BITS_AS:-9d13365e3ac8}
 seeds=${1:-12}
 np=${STUDY_NP:-2}
 out=${STUDY_OUT:-reports/study}
@@ -69,6 +74,7 @@ for ((n = 2; n <= seeds + 1; n += 2)); do
   for L in 2 4 8 16; do
     echo "== $(date -u +%FT%TZ) seeds 1..$n, L=$L"
     "${launch[@]}" compare --data "$data" --out "$out/L$L" --recipes "$recipes" --seed 1 --seeds "$n" \
+      ${SAME_BITS_AS:+--same-bits-as "$SAME_BITS_AS"} \
       --steps 2000 --final-steps 400 --layers "$L" --d-model 64 --heads 4 --ffn 192 --seq-len 128 \
       --batch 8 --lr 2e-3 --warmup 50 --eval-every 125 --eval-batches 32 >>"$out/L$L.interim.txt"
   done

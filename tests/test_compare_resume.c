@@ -122,8 +122,7 @@ static void drop_timings(char *text) {
 }
 
 /* RUN of grid A and of grid B hold the same run: metrics (timings aside), diagnostics and the
- * result in run.json, to the bit. */
-/* Run RUN of grids a and b computed the same bits; b's record names binary b_commit. */
+ * result in run.json, to the bit; B's record names binary b_commit. */
 static void assert_same_run_by(const char *a, const char *b, const char *run, const char *b_commit) {
   char *ma = read_text("%s/%s/metrics.jsonl", a, run), *mb = read_text("%s/%s/metrics.jsonl", b, run);
   drop_timings(ma);
