@@ -22,13 +22,15 @@ static ufp4_precision gemm_precision(const ufp4_linear_ctx *ctx, ufp4_gemm_kind 
   return ctx->high_precision ? UFP4_PREC_FP32 : ufp4_recipe_gemm_precision(ctx->recipe, g);
 }
 
-/* Writes operand `op` (rows x cols after the optional transpose of src) into dst, rounded as the
- * recipe says (bf16 or 4-bit; never called under fp32). */
-static int prepare(const ufp4_linear_ctx *ctx, ufp4_operand op, const float *src, int transpose, size_t rows,
-                   size_t cols, float *dst) {
+/* Writes operand `op` (rows x cols; src holds it transposed, cols x rows, when transpose) into
+ * dst, rounded as the recipe says (bf16 or 4-bit; never called under fp32). dst is laid out
+ * rows x cols, or, when keep, as src is: a transposed operand is then rounded along src's columns
+ * (bf16 elementwise, 4-bit by ufp4_fake_quant_t), the same values without the transposed copy. */
+static int prepare(const ufp4_linear_ctx *ctx, ufp4_operand op, const float *src, int transpose, int keep,
+                   size_t rows, size_t cols, float *dst) {
   size_t n = rows * cols;
   if (gemm_precision(ctx, ufp4_operand_gemm(op)) == UFP4_PREC_BF16) {
-    if (transpose) ufp4_transpose_round_bf16(src, dst, cols, rows);
+    if (transpose && !keep) ufp4_transpose_round_bf16(src, dst, cols, rows);
     else ufp4_round_bf16_copy(src, dst, n);
     return 0;
   }
@@ -47,6 +49,7 @@ static int prepare(const ufp4_linear_ctx *ctx, ufp4_operand op, const float *src
   /* The quantizer is a pure function of its input, so quantizing src out of place gives the bits of
    * copying first and quantizing in place; only a transpose, a prescale or the probe (which sees
    * the operand before quantization) needs the copy. */
+  if (transpose && keep) return ufp4_fake_quant_t(&f, src, dst, cols, rows); /* keep: no prescale, no probe */
   const float *qsrc = src;
   if (transpose || pre != 1.0f || probe) {
     if (transpose) ufp4_transpose(src, dst, cols, rows);
@@ -84,6 +87,29 @@ static int probe_gemm(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, const float 
   return rc;
 }
 
+/* C (+)= A' B'^T from operands in their stored layouts (A [m, k], or [k, m] when ta; B [k, n2]
+ * when tb, else [n2, k]), in the orientation gemm.h has for them; not for ta && !tb. OpenBLAS packs
+ * an operand into the same panels whichever way it is stored, and the micro-kernel then sums in
+ * the same order, so this gives the bits of ufp4_sgemm_abt on transposed copies (test_linear,
+ * test_train). */
+static void sgemm_stored(const float *A, int ta, const float *B, int tb, float *C, size_t m, size_t n2, size_t k,
+                         float beta) {
+  if (!ta && !tb) ufp4_sgemm_abt(A, B, C, m, n2, k, beta);
+  else if (!ta) ufp4_sgemm_ab(A, B, C, m, n2, k, beta);
+  else ufp4_sgemm_atb(A, B, C, m, n2, k, beta);
+}
+
+/* 1 when GEMM g's operands are rounded in their stored layouts, no transposed copy made (prepare's
+ * keep): bf16 rounds elementwise, and 4-bit quantizes a transposed operand along its stored
+ * columns (ufp4_fake_quant_t). Not for C = A^T B^T, which gemm.h has no orientation for; not with
+ * the probe, which compares with products of transposed copies; not with an SR prescale, which
+ * prepare applies to a copy. */
+static int keeps_layout(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, int ta, int tb) {
+  const ufp4_precision p = gemm_precision(ctx, g);
+  return (p == UFP4_PREC_BF16 || (p == UFP4_PREC_FP4 && ctx->recipe->sr_prescale == 1.0f)) && !(ta && !tb) &&
+         !ctx->probe;
+}
+
 /* Adds the seconds since *t0 to the layer's prepare (prepare = 1) or gemm timer, when timed; *t0 moves on. */
 static void lap(const ufp4_linear_ctx *ctx, double *t0, int prepare) {
   if (!ctx->times) return;
@@ -103,26 +129,26 @@ static int gemm(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, ufp4_operand opa, 
   const ufp4_precision p = gemm_precision(ctx, g);
   if (p == UFP4_PREC_FP32 && !(ta && !tb)) {
     /* No rounding: the stored operands feed the GEMM directly, in their natural orientation. */
-    if (!ta && !tb) ufp4_sgemm_abt(A, B, C, m, n2, k, beta);
-    else if (!ta) ufp4_sgemm_ab(A, B, C, m, n2, k, beta);
-    else ufp4_sgemm_atb(A, B, C, m, n2, k, beta);
+    sgemm_stored(A, ta, B, tb, C, m, n2, k, beta);
     lap(ctx, &t0, 0);
     return 0;
   }
   const float *a = a_ready ? a_ready : scratch, *b = b_ready ? b_ready : scratch + m * k;
+  const int keep = keeps_layout(ctx, g, ta, tb); /* a and b then in A's and B's layouts */
   int rc;
   if (p == UFP4_PREC_FP32) { /* A^T B^T: not an orientation gemm.h has */
     ufp4_transpose(A, scratch, k, m);
     memcpy(scratch + m * k, B, n2 * k * sizeof *scratch);
-  } else if ((!a_ready && (rc = prepare(ctx, opa, A, ta, m, k, scratch))) ||
-             (!b_ready && (rc = prepare(ctx, opb, B, tb, n2, k, scratch + m * k)))) {
+  } else if ((!a_ready && (rc = prepare(ctx, opa, A, ta, keep, m, k, scratch))) ||
+             (!b_ready && (rc = prepare(ctx, opb, B, tb, keep, n2, k, scratch + m * k)))) {
     return rc;
   }
   if (ctx->probe && ctx->probe->gemm && p != UFP4_PREC_FP32 &&
       (rc = probe_gemm(ctx, g, A, ta, B, tb, m, n2, k, a, b)))
     return rc;
   lap(ctx, &t0, 1);
-  ufp4_sgemm_abt(a, b, C, m, n2, k, beta);
+  if (keep) sgemm_stored(a, ta, b, tb, C, m, n2, k, beta);
+  else ufp4_sgemm_abt(a, b, C, m, n2, k, beta);
   lap(ctx, &t0, 0);
   return 0;
 }
@@ -152,7 +178,7 @@ int ufp4_linear_forward_shared(const ufp4_linear_ctx *ctx, int n_proj, const flo
   }
   /* X' [n, in] at the start of the scratch, as gemm() lays out its first operand. */
   double t0 = ctx[0].times ? ufp4_now_s() : 0.0;
-  if ((rc = prepare(&ctx[0], UFP4_OP_FPROP_X, X, 0, n, in, scratch))) return rc;
+  if ((rc = prepare(&ctx[0], UFP4_OP_FPROP_X, X, 0, 0, n, in, scratch))) return rc;
   lap(&ctx[0], &t0, 1);
   for (int i = 0; i < n_proj; i++)
     if ((rc = gemm(&ctx[i], UFP4_FPROP, UFP4_OP_FPROP_X, X, 0, UFP4_OP_FPROP_W, W[i], 0, Y[i], n, out[i], in, 0.0f,
@@ -180,7 +206,8 @@ int ufp4_linear_backward_shared(const ufp4_linear_ctx *ctx, int n_proj, const fl
   for (int i = 0; i < n_proj; i++) out_max = out[i] > out_max ? out[i] : out_max;
   float *xt = scratch + out_max * n;
   double t0 = ctx[0].times ? ufp4_now_s() : 0.0;
-  if ((rc = prepare(&ctx[0], UFP4_OP_WGRAD_X, X, 1, in, n, xt))) return rc;
+  /* In X's own layout [n, in] when Wgrad keeps layouts (the same for every projection: shares()). */
+  if ((rc = prepare(&ctx[0], UFP4_OP_WGRAD_X, X, 1, keeps_layout(&ctx[0], UFP4_WGRAD, 1, 1), in, n, xt))) return rc;
   lap(&ctx[0], &t0, 1);
   for (int i = 0; i < n_proj; i++)
     if ((rc = gemm(&ctx[i], UFP4_WGRAD, UFP4_OP_WGRAD_DY, dY[i], 1, UFP4_OP_WGRAD_X, X, 1, dW[i], out[i], in, n, 1.0f,

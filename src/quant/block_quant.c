@@ -251,6 +251,14 @@ static int tensor_amax(const ufp4_qjob *j, float *out) {
   return 0;
 }
 
+/* NVFP4's S_enc from the tensor amax. 4/6 maps the amax to 256 (not 448) in E4M3 so that the
+ * 4-candidate still fits (quant.h). */
+static void set_s_enc(ufp4_qjob *j, float amax) {
+  const float top = j->f->adaptive == UFP4_ADAPTIVE_4OVER6 ? UFP4_4OVER6_E4M3_TOP : UFP4_E4M3_MAX;
+  float s_enc = top * j->g->g_max / amax;
+  j->s_enc = (amax == 0.0f || !isfinite(s_enc)) ? 1.0f : s_enc;
+}
+
 static int run_job(ufp4_qjob *j) {
   const ufp4_qformat *f = j->f;
   const size_t rows = j->rows, cols = j->cols;
@@ -262,10 +270,7 @@ static int run_job(ufp4_qjob *j) {
     float amax = 0.0f;
     int rc = tensor_amax(j, &amax);
     if (rc) return rc;
-    /* 4/6 maps the tensor amax to 256 (not 448) in E4M3 so the 4-candidate still fits (quant.h). */
-    const float top = f->adaptive == UFP4_ADAPTIVE_4OVER6 ? UFP4_4OVER6_E4M3_TOP : UFP4_E4M3_MAX;
-    float s_enc = top * j->g->g_max / amax;
-    j->s_enc = (amax == 0.0f || !isfinite(s_enc)) ? 1.0f : s_enc;
+    set_s_enc(j, amax);
   }
 
   /* A band is one row of 2D tiles, or a run of whole rows of 1-D blocks holding about
@@ -414,4 +419,83 @@ int ufp4_q_fake_quant(const ufp4_qformat *f, const float *x, float *y, size_t ro
 int ufp4_fake_quant_reference(const ufp4_qformat *f, const float *x, float *y, size_t rows,
                               size_t cols) {
   return ufp4_q_fake_quant(f, x, y, rows, cols, &ufp4_q_reference_kernels);
+}
+
+/* dst [cols x rows] = src [rows x cols] transposed. */
+static void transpose_into(const float *src, float *dst, size_t rows, size_t cols) {
+#pragma omp parallel for schedule(static)
+  for (size_t c = 0; c < cols; c++)
+    for (size_t r = 0; r < rows; r++) dst[c * rows + r] = src[r * cols + c];
+}
+
+/* ufp4_fake_quant_t by its definition: quantize a transposed copy, transpose the result back. */
+static int fake_quant_t_by_copy(const ufp4_qformat *f, const float *x, float *y, size_t rows, size_t cols,
+                                const ufp4_q_kernels *k) {
+  float *t = malloc(rows * cols * sizeof *t);
+  if (!t) return ufp4_fail(UFP4_ENOMEM, "fake_quant_t: cannot allocate a %zu x %zu transpose", cols, rows);
+  transpose_into(x, t, rows, cols);
+  int rc = ufp4_q_fake_quant(f, t, t, cols, rows, k);
+  if (!rc) transpose_into(t, y, cols, rows);
+  free(t);
+  return rc;
+}
+
+/* x [rows x cols] is the transpose of the job's tensor (cols x rows). With a kernel family that
+ * quantizes columns in place (cols_band), every 8 columns form a band: their random bits are the
+ * transposed tensor's rows 8 g .. 8 g + 7, drawn as the row bands of run_job draw them. */
+int ufp4_q_fake_quant_t(const ufp4_qformat *f, const float *x, float *y, size_t rows, size_t cols,
+                        const ufp4_q_kernels *k) {
+  int rc = ufp4_qformat_check(f, cols, rows);
+  if (rc) return rc;
+  if (rows == 0 || cols == 0) return 0;
+  if (!x || !y) return ufp4_fail(UFP4_EINVAL, "fake_quant_t: NULL input or output");
+  const int in_columns = k->cols_band && f->block == 16 && !f->tile2d && f->adaptive == UFP4_ADAPTIVE_NONE &&
+                         (f->rht == 0 || f->rht == 16) && rows % 16 == 0 && cols % 8 == 0;
+  if (!in_columns) return fake_quant_t_by_copy(f, x, y, rows, cols, k);
+  ufp4_qjob j = job_of(f, x, cols, rows, k);
+  j.y = y; /* the kernels write through their column layout; this says there is an output */
+  for (int c = 0; c < 16; c++) j.dec[c] = ufp4_decode(j.g, (uint8_t)c);
+  const size_t groups = cols / 8;
+  j.s_enc = 1.0f;
+  if (f->scale == UFP4_SCALE_NVFP4) {
+    float amax = 0.0f;
+    if (f->rht == 16) {
+#pragma omp parallel for schedule(static) reduction(max : amax)
+      for (size_t g = 0; g < groups; g++) {
+        float a = k->amax_cols_rht16(x + 8 * g, cols, rows, f->rht_signs);
+        amax = a > amax ? a : amax;
+      }
+    } else {
+      amax = k->amax_finite(x, rows * cols); /* a maximum: the order of the elements is irrelevant */
+    }
+    set_s_enc(&j, amax);
+  }
+  const int sr = ufp4_round_is_stochastic(f->round);
+  int fail = 0;
+#pragma omp parallel
+  {
+    uint32_t *rb = sr ? malloc(8 * rows * sizeof *rb) : NULL;
+    const int ok = !sr || rb;
+#pragma omp for schedule(static)
+    for (size_t g = 0; g < groups; g++) {
+      if (!ok) continue;
+      for (size_t b = 0; sr && b < 8; b++)
+        k->fill_rbits(f->seed, f->stream, (uint64_t)((8 * g + b) * rows), rows, rb + b * rows);
+      k->cols_band(&j, x + 8 * g, cols, rows, rb, y + 8 * g, f->rht == 16);
+    }
+#pragma omp critical(ufp4_quant_fail)
+    {
+      if (!ok) fail = 1;
+    }
+    free(rb);
+  }
+  return fail ? ufp4_fail(UFP4_ENOMEM, "fake_quant_t: out of memory for per-thread buffers") : 0;
+}
+
+int ufp4_fake_quant_t_reference(const ufp4_qformat *f, const float *x, float *y, size_t rows, size_t cols) {
+  int rc = ufp4_qformat_check(f, cols, rows);
+  if (rc) return rc;
+  if (rows == 0 || cols == 0) return 0;
+  if (!x || !y) return ufp4_fail(UFP4_EINVAL, "fake_quant_t: NULL input or output");
+  return fake_quant_t_by_copy(f, x, y, rows, cols, &ufp4_q_reference_kernels);
 }

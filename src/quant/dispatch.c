@@ -13,6 +13,8 @@ static const ufp4_q_kernels avx2_kernels = {
     .band = ufp4_q_band_avx2,
     .fuses_rht16 = 1,
     .rht_simd = 1,
+    .cols_band = ufp4_q_cols_band_avx2,
+    .amax_cols_rht16 = ufp4_q_amax_cols_rht16_avx2,
 };
 #endif
 
@@ -46,4 +48,8 @@ int ufp4_quantize(const ufp4_qformat *f, const float *x, size_t rows, size_t col
 
 int ufp4_fake_quant(const ufp4_qformat *f, const float *x, float *y, size_t rows, size_t cols) {
   return ufp4_q_fake_quant(f, x, y, rows, cols, ufp4_q_kernels_pick());
+}
+
+int ufp4_fake_quant_t(const ufp4_qformat *f, const float *x, float *y, size_t rows, size_t cols) {
+  return ufp4_q_fake_quant_t(f, x, y, rows, cols, ufp4_q_kernels_pick());
 }

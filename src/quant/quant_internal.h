@@ -76,6 +76,14 @@ struct ufp4_q_kernels {
                size_t bi, int fused_rht16);
   /* 1 when band can fuse the 16-point RHT of 1x16 blocks without tiles. */
   int fuses_rht16;
+  /* ufp4_fake_quant_t without a transposed copy (NULL: the copy): quantizes the 8 columns of x
+   * (row stride ld, `rows` rows, a multiple of 16) as 8 rows of 1x16 blocks of the transpose,
+   * into y (same layout); rb: column b's random bits at rb + b * rows, or NULL. The 16-point RHT
+   * is fused when fused_rht16. Fake quantization only: no codes, scales or 4/6. */
+  void (*cols_band)(const ufp4_qjob *j, const float *x, size_t ld, size_t rows, const uint32_t *rb,
+                    float *y, int fused_rht16);
+  /* amax_finite_rht16 over the columns' blocks: 8 columns of x, `rows` rows (a multiple of 16). */
+  float (*amax_cols_rht16)(const float *x, size_t ld, size_t rows, const float *signs);
   /* The kernel choice handed to the RHT (ufp4_rht_rows_serial's simd). */
   int rht_simd;
 };
@@ -92,6 +100,8 @@ void ufp4_q_test_set_rbits_hook(ufp4_q_fill_rbits_fn fill);
 /* ufp4_quantize / ufp4_fake_quant run by the kernel family k (block_quant.c). */
 int ufp4_q_quantize(const ufp4_qformat *f, const float *x, size_t rows, size_t cols, ufp4_qtensor *q,
                     const ufp4_q_kernels *k);
+int ufp4_q_fake_quant_t(const ufp4_qformat *f, const float *x, float *y, size_t rows, size_t cols,
+                        const ufp4_q_kernels *k);
 int ufp4_q_fake_quant(const ufp4_qformat *f, const float *x, float *y, size_t rows, size_t cols,
                       const ufp4_q_kernels *k);
 
@@ -137,6 +147,9 @@ void ufp4_q_band_avx2(const ufp4_qjob *j, const float *src, const uint32_t *rb, 
 void ufp4_q_fill_rbits_avx2(uint64_t seed, uint64_t stream, uint64_t idx0, size_t n, uint32_t *out);
 float ufp4_q_amax_finite_avx2(const float *p, size_t n);
 float ufp4_q_amax_finite_rht16_avx2(const float *p, size_t n, const float *signs);
+void ufp4_q_cols_band_avx2(const ufp4_qjob *j, const float *x, size_t ld, size_t rows, const uint32_t *rb,
+                           float *y, int fused_rht16);
+float ufp4_q_amax_cols_rht16_avx2(const float *x, size_t ld, size_t rows, const float *signs);
 /* The NVFP4 / E8M0 scales of 8 finite blocks from their amax by the AVX2 rule (scales_mx), for
  * tests: scale, encode factor and stored bits per block; returns 1 when every block is an ordinary
  * multiply-encoded block, 0 when the kernel would hand the group to the scalar route. */

@@ -309,13 +309,13 @@ INL void tr8(__m256 *r) {
   r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-/* 8 blocks of 16 (128 floats at p) to v[k] = element k of blocks 0..7, and back. */
-INL void load_soa(const float *p, __m256 *v) {
+/* 8 blocks of 16 whose starts are `stride` floats apart to v[k] = element k of blocks 0..7. */
+INL void load_soa_strided(const float *p, size_t stride, __m256 *v) {
   __m256 lo[8], hi[8];
 #pragma GCC unroll 8
   for (int b = 0; b < 8; b++) {
-    lo[b] = _mm256_loadu_ps(p + 16 * b);
-    hi[b] = _mm256_loadu_ps(p + 16 * b + 8);
+    lo[b] = _mm256_loadu_ps(p + b * stride);
+    hi[b] = _mm256_loadu_ps(p + b * stride + 8);
   }
   tr8(lo);
   tr8(hi);
@@ -325,6 +325,9 @@ INL void load_soa(const float *p, __m256 *v) {
     v[e + 8] = hi[e];
   }
 }
+
+/* 8 blocks of 16 (128 floats at p) to v[k] = element k of blocks 0..7, and back. */
+INL void load_soa(const float *p, __m256 *v) { load_soa_strided(p, 16, v); }
 
 INL void store_soa(float *p, const __m256 *v) {
   __m256 lo[8], hi[8];
@@ -378,6 +381,23 @@ INL void load_soa_rht16(const float *p, __m256 *v, const __m256 *signs) {
 #pragma GCC unroll 8
   for (int e = 0; e < 8; e++) {
     __m256 a = v[e], b = t[e];
+    v[e] = _mm256_add_ps(a, b);
+    v[e + 8] = _mm256_sub_ps(a, b);
+  }
+}
+
+/* Column layout (ufp4_fake_quant_t): v[e] = row e of a 16 x 8 strip with row stride ld, which is
+ * element e of the strip's 8 column blocks, the layout load_soa builds; with the RHT the same
+ * per-half levels and combination as load_soa_rht16, on the same values. */
+INL void load_cols(const float *p, size_t ld, __m256 *v, const __m256 *signs, int rotate) {
+#pragma GCC unroll 16
+  for (int e = 0; e < 16; e++) v[e] = _mm256_loadu_ps(p + (size_t)e * ld);
+  if (!rotate) return;
+  rht8_levels(v, signs);
+  rht8_levels(v + 8, signs ? signs + 8 : NULL);
+#pragma GCC unroll 8
+  for (int e = 0; e < 8; e++) {
+    __m256 a = v[e], b = v[e + 8];
     v[e] = _mm256_add_ps(a, b);
     v[e + 8] = _mm256_sub_ps(a, b);
   }
@@ -531,10 +551,19 @@ INL int choose4_group(const ufp4_qjob *j, const qk *k, const __m256 *v, const __
 
 /* 8 consecutive 1x16 blocks of row r starting at column c0 (scale index sidx). src: the 128
  * input floats (raw when rc, which rotates them here); rb: their random bits or NULL. */
+/* The column layout of a group (ufp4_fake_quant_t): src and y are the strip's first element, with
+ * row stride ld; the random bits of column b start at rb + b * rb_stride. */
+typedef struct {
+  size_t ld, rb_stride;
+  float *y;
+} qcols;
+
 INL void group16(const ufp4_qjob *j, const qk *k, const float *src, const uint32_t *rb, size_t r,
-                 size_t c0, size_t sidx, const rht16c *rc, const int mode, const int gc) {
+                 size_t c0, size_t sidx, const rht16c *rc, const qcols *cm, const int mode, const int gc) {
   __m256 v[16];
-  if (rc)
+  if (cm)
+    load_cols(src, cm->ld, v, rc ? rc->signs : NULL, rc != NULL);
+  else if (rc)
     load_soa_rht16(src, v, rc->signs);
   else
     load_soa(src, v);
@@ -577,7 +606,9 @@ INL void group16(const ufp4_qjob *j, const qk *k, const float *src, const uint32
     mul = 1;
   }
   __m256 rbv[16];
-  if (rb)
+  if (rb && cm)
+    load_soa_strided((const float *)rb, cm->rb_stride, rbv);
+  else if (rb)
     load_soa((const float *)rb, rbv);
   else
     for (int e = 0; e < 16; e++) rbv[e] = _mm256_setzero_ps();
@@ -585,6 +616,21 @@ INL void group16(const ufp4_qjob *j, const qk *k, const float *src, const uint32
     if (folded) scale_all(v, quarter);
     folded = 0;
     ok = choose4_group(j, k, v, rbv, amax, sidx, &sc, &en, bits, mul, mode, gc);
+  }
+  if (!ok && cm) { /* some block is special: each of the 8 through block_vec, as its own row */
+    float buf[128], yb[16];
+    uint32_t rbuf[128];
+    if (folded) scale_all(v, quarter);
+    store_soa(buf, v);
+    if (rb) store_soa((float *)rbuf, rbv);
+    ufp4_qjob one = *j; /* a job of one 16-element row, writing into yb */
+    one.cols = 16;
+    one.y = yb;
+    for (int b = 0; b < 8; b++) {
+      block_vec(&one, k, buf + 16 * b, 16, rb ? rbuf + 16 * b : NULL, 0, 0, 1, 16, 0, mode, gc);
+      for (int e = 0; e < 16; e++) cm->y[(size_t)e * cm->ld + (size_t)b] = yb[e];
+    }
+    return;
   }
   if (!ok) { /* some block is special: do the 8 one by one */
     float buf[128];
@@ -614,7 +660,12 @@ INL void group16(const ufp4_qjob *j, const qk *k, const float *src, const uint32
       __m256 t = mul ? _mm256_mul_ps(v[e], en) : _mm256_div_ps(v[e], div);
       yv[e] = y_of_t(k, t, _mm256_castps_si256(rbv[e]), sc, clamp, mode, gc);
     }
-    store_soa(j->y + o, yv);
+    if (cm) {
+#pragma GCC unroll 16
+      for (int e = 0; e < 16; e++) _mm256_storeu_ps(cm->y + (size_t)e * cm->ld, yv[e]);
+    } else {
+      store_soa(j->y + o, yv);
+    }
   }
   if (j->codes) {
 #pragma GCC unroll 16
@@ -666,7 +717,7 @@ INL void band_impl(const ufp4_qjob *j, const float *src, const uint32_t *rb, siz
        * any pair with that flat value: (r0 + i, c) with c past the row's end is fine. */
       for (; c + 128 <= run; c += 128)
         group16(j, k, p0 + c, rb0 ? rb0 + c : NULL, r0 + i, c, ((e0 + c) / cols) * nbc + ((e0 + c) % cols) / 16,
-                rcp, mode, gc);
+                rcp, NULL, mode, gc);
       for (; c < run; c += 16) {
         const size_t w = run - c < 16 ? run - c : 16;
         const float *p = p0 + c;
@@ -729,6 +780,66 @@ AVX2 void ufp4_q_band_avx2(const ufp4_qjob *j, const float *src, const uint32_t 
                            size_t h, size_t bi, int fused_rht16) {
   int gc = j->g->id == UFP4_GRID_INT4 ? GC_INT4 : j->g->id == UFP4_GRID_E1M2 ? GC_E1M2 : GC_E2M1;
   BANDS[j->f->round][gc](j, src, rb, r0, h, bi, fused_rht16);
+}
+
+/* ufp4_fake_quant_t's band (quant_internal.h): 8 columns of x (row stride ld), all `rows` rows,
+ * as 16 x 8 strips, each strip the group of 8 column blocks group16 quantizes in registers. */
+INL void cols_band_impl(const ufp4_qjob *j, const float *x, size_t ld, size_t rows, const uint32_t *rb,
+                        float *y, int fused, const int mode, const int gc) {
+  qk kk;
+  qk_init(&kk, j->g);
+  rht16c rcv;
+  rcv.signs = NULL;
+  if (fused && j->f->rht_signs) {
+    for (int e = 0; e < 16; e++) rcv.s[e] = _mm256_set1_ps(j->f->rht_signs[e]);
+    rcv.signs = rcv.s;
+  }
+  for (size_t i0 = 0; i0 < rows; i0 += 16) {
+    const qcols cm = {.ld = ld, .rb_stride = rows, .y = y + i0 * ld};
+    group16(j, &kk, x + i0 * ld, rb ? rb + i0 : NULL, 0, 0, 0, fused ? &rcv : NULL, &cm, mode, gc);
+  }
+}
+
+#define CBAND(M, G)                                                                               \
+  AVX2 static void cband_##M##_##G(const ufp4_qjob *j, const float *x, size_t ld, size_t rows,    \
+                                   const uint32_t *rb, float *y, int fused) {                     \
+    cols_band_impl(j, x, ld, rows, rb, y, fused, UFP4_ROUND_##M, G);                               \
+  }
+#define CBAND3(M) CBAND(M, GC_E2M1) CBAND(M, GC_E1M2) CBAND(M, GC_INT4)
+CBAND3(RNE)
+CBAND3(RNA)
+CBAND3(RNZ)
+CBAND3(SR)
+CBAND3(SR8)
+#undef CBAND3
+#undef CBAND
+
+typedef void (*cband_fn)(const ufp4_qjob *, const float *, size_t, size_t, const uint32_t *, float *, int);
+#define ROW(M) {cband_##M##_GC_E2M1, cband_##M##_GC_E1M2, cband_##M##_GC_INT4}
+static const cband_fn CBANDS[UFP4_ROUND_COUNT][3] = {ROW(RNE), ROW(RNA), ROW(RNZ), ROW(SR), ROW(SR8)};
+#undef ROW
+
+AVX2 void ufp4_q_cols_band_avx2(const ufp4_qjob *j, const float *x, size_t ld, size_t rows, const uint32_t *rb,
+                                float *y, int fused_rht16) {
+  int gc = j->g->id == UFP4_GRID_INT4 ? GC_INT4 : j->g->id == UFP4_GRID_E1M2 ? GC_E1M2 : GC_E2M1;
+  CBANDS[j->f->round][gc](j, x, ld, rows, rb, y, fused_rht16);
+}
+
+AVX2 float ufp4_q_amax_cols_rht16_avx2(const float *x, size_t ld, size_t rows, const float *signs) {
+  const __m256i absm = _mm256_set1_epi32(0x7FFFFFFF), inf = _mm256_set1_epi32(0x7F800000);
+  __m256 sv[16];
+  for (int e = 0; e < 16; e++) sv[e] = _mm256_set1_ps(signs ? signs[e] : 1.0f);
+  __m256i m = _mm256_setzero_si256();
+  for (size_t i0 = 0; i0 < rows; i0 += 16) {
+    __m256 v[16];
+    load_cols(x + i0 * ld, ld, v, signs ? sv : NULL, 1);
+#pragma GCC unroll 16
+    for (int e = 0; e < 16; e++) {
+      __m256i a = _mm256_and_si256(_mm256_castps_si256(v[e]), absm);
+      m = _mm256_max_epi32(m, _mm256_and_si256(a, _mm256_cmpgt_epi32(inf, a)));
+    }
+  }
+  return bits2f(hmax_epi32(m)) * 0.25f;
 }
 
 /* The 64-bit products c * m of the 8 lanes, as low and high words: two widening multiplies (even
