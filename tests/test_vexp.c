@@ -1,6 +1,7 @@
 /* The model layer's vector exponentials (model/vexp_internal.h) against the scalar code they
  * replace, bit for bit: the C library's expf on every one of the 2^32 float inputs; the SwiGLU
- * loops on values that reach every branch of expf; attention's softmax rows; cross-entropy's 8-lane exp against a scalar
+ * loops on values that reach every branch of expf; attention's softmax and score-gradient rows,
+ * one and four at a time; cross-entropy's 8-lane exp against a scalar
  * transcription of its 4-lane rule on a third of all floats. Exits 77 (skip) without the x86
  * kernels or on a CPU without AVX2 and FMA. */
 #include <setjmp.h>
@@ -164,6 +165,59 @@ static void test_softmax_rows(void **st) {
     }
 }
 
+/* Four consecutive rows of a causal block through the 4-row kernel: the same as each through the
+ * scalar row (row stride T + 3, so that the rows do not sit back to back). */
+static void test_softmax_rows4(void **st) {
+  (void)st;
+  if (!ufp4_simd_enabled()) skip();
+  enum { T = 70, LD = T + 3 };
+  static float a[4 * LD], b[4 * LD];
+  for (int n0 = 1; n0 + 3 <= T; n0++) {
+    for (int i = 0; i < 4 * LD; i++) a[i] = b[i] = 5.0f * ufp4_philox_normal(43, (uint64_t)n0, (uint64_t)i);
+    for (int l = 0; l < 4; l++) softmax_row_ref(a + l * LD, n0 + l, T);
+    ufp4_m_softmax_rows4_avx2(b, LD, n0, T);
+    for (int l = 0; l < 4; l++)
+      for (int j = 0; j < T; j++)
+        if (!same(a[l * LD + j], b[l * LD + j]))
+          fail_msg("softmax rows4 n0 %d row %d at %d: %a, not %a", n0, l, j, (double)b[l * LD + j], (double)a[l * LD + j]);
+  }
+}
+
+/* attention.c's score-gradient rows, transcribed. */
+static void ds_row_ref(float *dst, const float *p, int n, int width, float scale) {
+  double pdp = 0.0;
+  for (int j = 0; j < n; j++) pdp += (double)p[j] * dst[j];
+  float c = (float)pdp;
+  for (int j = 0; j < n; j++) dst[j] = p[j] * (dst[j] - c) * scale;
+  for (int j = n; j < width; j++) dst[j] = 0.0f;
+}
+
+/* Against the scalar rows, on ordinary data and on rows whose sum depends on the order of its adds
+ * (p dp terms 1e20, -1e20, 1, 1 at the start of every row sum to 2 in index order only). */
+static void test_attn_ds_rows4(void **st) {
+  (void)st;
+  if (!ufp4_simd_enabled()) skip();
+  enum { W = 66, LDD = W + 1, LDP = W + 5 };
+  static float d1[4 * LDD], d2[4 * LDD], p[4 * LDP];
+  for (int kind = 0; kind < 2; kind++)
+    for (int n0 = 1; n0 + 3 <= W; n0++) {
+      for (int i = 0; i < 4 * LDP; i++) p[i] = fabsf(ufp4_philox_normal(44, (uint64_t)n0, (uint64_t)i));
+      for (int i = 0; i < 4 * LDD; i++) d1[i] = d2[i] = ufp4_philox_normal(45, (uint64_t)n0, (uint64_t)i);
+      if (kind == 1 && n0 >= 4)
+        for (int l = 0; l < 4; l++) {
+          static const float pat[4] = {1e20f, -1e20f, 1.0f, 1.0f};
+          for (int j = 0; j < 4; j++) p[l * LDP + j] = 1.0f, d1[l * LDD + j] = d2[l * LDD + j] = pat[j];
+        }
+      for (int l = 0; l < 4; l++) ds_row_ref(d1 + l * LDD, p + l * LDP, n0 + l, W, 0.125f);
+      ufp4_m_attn_ds_rows4_avx2(d2, LDD, p, LDP, n0, W, 0.125f);
+      for (int l = 0; l < 4; l++)
+        for (int j = 0; j < W; j++)
+          if (!same(d1[l * LDD + j], d2[l * LDD + j]))
+            fail_msg("ds rows4 kind %d n0 %d row %d at %d: %a, not %a", kind, n0, l, j, (double)d2[l * LDD + j],
+                     (double)d1[l * LDD + j]);
+    }
+}
+
 /* cross_entropy.c's rule for one float (its comment: Cephes's expf scheme, no FMA). */
 static float cephes_ref(float x) {
   if (!(x > -87.0f && x < 88.0f)) return expf(x);
@@ -217,7 +271,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_expf_exhaustive), cmocka_unit_test(test_expf_sub_tails),
       cmocka_unit_test(test_swiglu_forward),  cmocka_unit_test(test_swiglu_backward),
-      cmocka_unit_test(test_softmax_rows),    cmocka_unit_test(test_cephes),
+      cmocka_unit_test(test_softmax_rows),    cmocka_unit_test(test_softmax_rows4),
+      cmocka_unit_test(test_attn_ds_rows4),   cmocka_unit_test(test_cephes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 #else

@@ -61,10 +61,15 @@ int ufp4_attention_forward(float *out, float *att, const float *q, const float *
       /* Scores s = (q . k) * scale: alpha scales the finished dot product, as the old loop did. */
       ufp4_sgemm(UFP4_GEMM_N, UFP4_GEMM_T, rows, i1, D, scale, qb + (size_t)i0 * qstride, qstride,
                  kb, kvstride, 0.0f, p0, T);
-      for (int t = i0; t < i1; t++) {
+      int t = i0;
+#ifdef UFP4_HAVE_X86
+      if (simd) /* the same bits (vexp_internal.h), four rows at a time */
+        for (; t + 4 <= i1; t += 4) ufp4_m_softmax_rows4_avx2(pb + (size_t)t * T, (size_t)T, t + 1, T);
+#endif
+      for (; t < i1; t++) {
         float *p = pb + (size_t)t * T;
 #ifdef UFP4_HAVE_X86
-        if (simd) { /* the same bits (vexp_internal.h) */
+        if (simd) {
           ufp4_m_softmax_row_avx2(p, t + 1, T);
           continue;
         }
@@ -112,6 +117,9 @@ int ufp4_attention_backward(float *dq, float *dk, float *dv, float *scratch, con
   const float scale = (float)(1.0 / sqrt((double)D));
   const int qstride = H * D, kvstride = KVH * D;
   const int tasks = B * KVH;
+#ifdef UFP4_HAVE_X86
+  const int simd = ufp4_simd_enabled();
+#endif
   /* Rows per block: a block of score gradients fits the stack buffer; past SCORE_FLOATS keys the
    * caller's one-row scratch takes over. */
   const int bs = T <= SCORE_FLOATS ? (T < SCORE_FLOATS / T ? T : SCORE_FLOATS / T) : 1;
@@ -136,7 +144,14 @@ int ufp4_attention_backward(float *dq, float *dk, float *dv, float *scratch, con
         /* dp = dout v^T over keys 0 .. i1-1 */
         ufp4_sgemm(UFP4_GEMM_N, UFP4_GEMM_T, rows, i1, D, 1.0f, g0, qstride, vb, kvstride, 0.0f,
                    ds, i1);
-        for (int t = i0; t < i1; t++) {
+        int t = i0;
+#ifdef UFP4_HAVE_X86
+        if (simd) /* the same bits (vexp_internal.h), four rows at a time */
+          for (; t + 4 <= i1; t += 4)
+            ufp4_m_attn_ds_rows4_avx2(ds + (size_t)(t - i0) * i1, (size_t)i1, pb + (size_t)t * T, (size_t)T, t + 1,
+                                      i1, scale);
+#endif
+        for (; t < i1; t++) {
           float *dst = ds + (size_t)(t - i0) * i1;
           const float *p = pb + (size_t)t * T;
           double pdp = 0.0;

@@ -44,6 +44,18 @@ void ufp4_m_swiglu_backward_avx2(float *dgate, float *dup, const float *dout, co
  * operations in the same order. */
 void ufp4_m_softmax_row_avx2(float *p, int n, int T);
 
+/* ufp4_m_softmax_row_avx2 on four consecutive rows (row stride ld) of n0, n0 + 1, n0 + 2, n0 + 3
+ * entries: each row's double sum still in index order, the four side by side in the lanes of a
+ * vector of doubles. */
+void ufp4_m_softmax_rows4_avx2(float *p, size_t ld, int n0, int T);
+
+/* attention.c's score gradients for four consecutive rows of n0 .. n0 + 3 keys: per row,
+ * c = (float)(sum over j of (double)p[j] * ds[j], in index order; the four rows in the lanes of a
+ * double vector), ds[j] = p[j] * (ds[j] - c) * scale for j < n, 0 for n <= j < width. ds rows are
+ * ldd apart, p rows ldp apart. */
+void ufp4_m_attn_ds_rows4_avx2(float *ds, size_t ldd, const float *p, size_t ldp, int n0, int width,
+                               float scale);
+
 /* cross_entropy.c's exp_shifted on 8 lanes: out[j] = exp_cephes(in[j] - sub) for j < n. */
 void ufp4_m_exp_cephes_sub_avx2(float *out, const float *in, float sub, int n);
 #endif

@@ -180,3 +180,87 @@ AVX2 void ufp4_m_softmax_row_avx2(float *p, int n, int T) {
   for (; j < n; j++) p[j] *= inv;
   for (j = n; j < T; j++) p[j] = 0.0f;
 }
+
+/* Columns j .. j+3 of rows r[0..3] as v[c] = column j + c of the four rows (as doubles, low and
+ * high pairs: d[c]). */
+INL void cols4_pd(const float *const r[4], int j, __m256d d[4]) {
+  __m128 v0 = _mm_loadu_ps(r[0] + j), v1 = _mm_loadu_ps(r[1] + j);
+  __m128 v2 = _mm_loadu_ps(r[2] + j), v3 = _mm_loadu_ps(r[3] + j);
+  _MM_TRANSPOSE4_PS(v0, v1, v2, v3);
+  d[0] = _mm256_cvtps_pd(v0);
+  d[1] = _mm256_cvtps_pd(v1);
+  d[2] = _mm256_cvtps_pd(v2);
+  d[3] = _mm256_cvtps_pd(v3);
+}
+
+/* Each row's max scan and expf as ufp4_m_softmax_row_avx2, then the four double sums side by side. */
+AVX2 void ufp4_m_softmax_rows4_avx2(float *p, size_t ld, int n0, int T) {
+  float *r[4] = {p, p + ld, p + 2 * ld, p + 3 * ld};
+  for (int l = 0; l < 4; l++) {
+    const int n = n0 + l;
+    float mx = -FLT_MAX;
+    int j = 0;
+    if (n >= 8) {
+      __m256 m = _mm256_set1_ps(-FLT_MAX);
+      for (; j + 8 <= n; j += 8) {
+        __m256 x = _mm256_loadu_ps(r[l] + j);
+        m = _mm256_blendv_ps(m, x, _mm256_cmp_ps(x, m, _CMP_GT_OQ));
+      }
+      mx = hmax_gt(m, mx);
+    }
+    for (; j < n; j++)
+      if (r[l][j] > mx) mx = r[l][j];
+    ufp4_m_expf_sub_avx2(r[l], r[l], mx, (size_t)n);
+  }
+  __m256d acc = _mm256_setzero_pd(); /* lane l: row l's sum, in index order */
+  int j = 0;
+  for (; j + 4 <= n0; j += 4) {
+    const float *rc[4] = {r[0], r[1], r[2], r[3]};
+    __m256d d[4];
+    cols4_pd(rc, j, d);
+    for (int c = 0; c < 4; c++) acc = _mm256_add_pd(acc, d[c]);
+  }
+  double sum[4];
+  _mm256_storeu_pd(sum, acc);
+  for (int l = 0; l < 4; l++) {
+    const int n = n0 + l;
+    for (int k = j; k < n; k++) sum[l] += r[l][k];
+    const float inv = (float)(1.0 / sum[l]);
+    const __m256 vinv = _mm256_set1_ps(inv);
+    int k = 0;
+    for (; k + 8 <= n; k += 8) _mm256_storeu_ps(r[l] + k, _mm256_mul_ps(_mm256_loadu_ps(r[l] + k), vinv));
+    for (; k < n; k++) r[l][k] *= inv;
+    for (k = n; k < T; k++) r[l][k] = 0.0f;
+  }
+}
+
+AVX2 void ufp4_m_attn_ds_rows4_avx2(float *ds, size_t ldd, const float *p, size_t ldp, int n0, int width,
+                                    float scale) {
+  float *d[4] = {ds, ds + ldd, ds + 2 * ldd, ds + 3 * ldd};
+  const float *pr[4] = {p, p + ldp, p + 2 * ldp, p + 3 * ldp};
+  __m256d acc = _mm256_setzero_pd(); /* lane l: row l's sum of p dp, in index order */
+  int j = 0;
+  for (; j + 4 <= n0; j += 4) {
+    const float *dr[4] = {d[0], d[1], d[2], d[3]};
+    __m256d a[4], b[4];
+    cols4_pd(pr, j, a);
+    cols4_pd(dr, j, b);
+    for (int c = 0; c < 4; c++) acc = _mm256_add_pd(acc, _mm256_mul_pd(a[c], b[c]));
+  }
+  double pdp[4];
+  _mm256_storeu_pd(pdp, acc);
+  const __m256 vs = _mm256_set1_ps(scale);
+  for (int l = 0; l < 4; l++) {
+    const int n = n0 + l;
+    for (int k = j; k < n; k++) pdp[l] += (double)pr[l][k] * d[l][k];
+    const float c = (float)pdp[l];
+    const __m256 vc = _mm256_set1_ps(c);
+    int k = 0;
+    for (; k + 8 <= n; k += 8) {
+      __m256 x = _mm256_mul_ps(_mm256_loadu_ps(pr[l] + k), _mm256_sub_ps(_mm256_loadu_ps(d[l] + k), vc));
+      _mm256_storeu_ps(d[l] + k, _mm256_mul_ps(x, vs));
+    }
+    for (; k < n; k++) d[l][k] = pr[l][k] * (d[l][k] - c) * scale;
+    for (k = n; k < width; k++) d[l][k] = 0.0f;
+  }
+}
