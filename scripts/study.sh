@@ -30,12 +30,13 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# Amendment 1 (docs/STUDY.md, section 10): from 2026-12-01 20:xx UTC the runs are made by the binary
-# of 1689742, which computes the same bits as the first study binary, 9d13365 (scripts/same_bits.py
-# on a full rerun of L = 2, seed 1, and on a run resumed across the two); compare keeps and resumes
-# 9d13365's runs as its own (--same-bits-as), and a run it resumes records "9d13365e3ac8+1689742253fe".
-STUDY_COMMIT=${STUDY_COMMIT:-1689742253fe8d4ecb0efdcb50af355fea16a32a}
-SAME_BITS_AS=${SAME_BITS_AS:-9d13365e3ac8}
+# Amendments 1 and 2 (docs/STUDY.md, section 10): the first runs were made by 9d13365, then by
+# 1689742, and from 2026-12-01 21:12 UTC by e218835; each later binary computes the same bits as
+# the earlier ones (scripts/same_bits.py on a full rerun of L = 2, seed 1; results/study/), so
+# compare keeps and resumes their runs as its own (--same-bits-as), and a run one of them resumed
+# records both ("9d13365e3ac8+e218835c8649").
+STUDY_COMMIT=${STUDY_COMMIT:-e218835c864984aa5cfd9cf006bf706578f6ff07}
+SAME_BITS_AS=${SAME_BITS_AS:-9d13365e3ac8,1689742253fe}
 seeds=${1:-12}
 np=${STUDY_NP:-2}
 out=${STUDY_OUT:-reports/study}
