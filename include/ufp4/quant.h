@@ -154,8 +154,8 @@ int ufp4_fake_quant_reference(const ufp4_qformat *f, const float *x, float *y, s
  * the columns (block, scales, RHT and, under stochastic rounding, random-bit positions those of
  * the cols x rows transpose), and y (which may alias x) receives transpose(fake_quant(x^T)). The
  * same bits as transposing, ufp4_fake_quant and transposing back; with AVX2 the 1x16 formats
- * without tiles or 4/6 are quantized straight from x's columns, no transposed copy made
- * (tests/test_quant_cols.c). The operands a GEMM reduces along their rows use it. */
+ * without tiles or 4/6, under round-to-nearest-even or SR, are quantized straight from x's
+ * columns, no transposed copy made (tests/test_quant_cols.c). The operands a GEMM reduces along their rows use it. */
 int ufp4_fake_quant_t(const ufp4_qformat *f, const float *x, float *y, size_t rows, size_t cols);
 /* Its specification: transpose, ufp4_fake_quant_reference, transpose back. */
 int ufp4_fake_quant_t_reference(const ufp4_qformat *f, const float *x, float *y, size_t rows, size_t cols);

@@ -449,7 +449,8 @@ int ufp4_q_fake_quant_t(const ufp4_qformat *f, const float *x, float *y, size_t 
   if (rc) return rc;
   if (rows == 0 || cols == 0) return 0;
   if (!x || !y) return ufp4_fail(UFP4_EINVAL, "fake_quant_t: NULL input or output");
-  const int in_columns = k->cols_band && f->block == 16 && !f->tile2d && f->adaptive == UFP4_ADAPTIVE_NONE &&
+  const int in_columns = k->cols_band && (k->cols_rounds >> f->round & 1) && f->block == 16 && !f->tile2d &&
+                         f->adaptive == UFP4_ADAPTIVE_NONE &&
                          (f->rht == 0 || f->rht == 16) && rows % 16 == 0 && cols % 8 == 0;
   if (!in_columns) return fake_quant_t_by_copy(f, x, y, rows, cols, k);
   ufp4_qjob j = job_of(f, x, cols, rows, k);

@@ -14,6 +14,7 @@ static const ufp4_q_kernels avx2_kernels = {
     .fuses_rht16 = 1,
     .rht_simd = 1,
     .cols_band = ufp4_q_cols_band_avx2,
+    .cols_rounds = 1u << UFP4_ROUND_RNE | 1u << UFP4_ROUND_SR,
     .amax_cols_rht16 = ufp4_q_amax_cols_rht16_avx2,
 };
 #endif

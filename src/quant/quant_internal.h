@@ -82,6 +82,8 @@ struct ufp4_q_kernels {
    * is fused when fused_rht16. Fake quantization only: no codes, scales or 4/6. */
   void (*cols_band)(const ufp4_qjob *j, const float *x, size_t ld, size_t rows, const uint32_t *rb,
                     float *y, int fused_rht16);
+  /* The rounding modes cols_band takes, as a bit mask (1 << mode); others use the copy. */
+  unsigned cols_rounds;
   /* amax_finite_rht16 over the columns' blocks: 8 columns of x, `rows` rows (a multiple of 16). */
   float (*amax_cols_rht16)(const float *x, size_t ld, size_t rows, const float *signs);
   /* The kernel choice handed to the RHT (ufp4_rht_rows_serial's simd). */

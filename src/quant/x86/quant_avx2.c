@@ -805,24 +805,23 @@ INL void cols_band_impl(const ufp4_qjob *j, const float *x, size_t ld, size_t ro
                                    const uint32_t *rb, float *y, int fused) {                     \
     cols_band_impl(j, x, ld, rows, rb, y, fused, UFP4_ROUND_##M, G);                               \
   }
+/* Only the rounding modes training uses (UFP4_Q_COLS_ROUNDS): each instantiation of group16 is
+ * large, and the others are served by the transposed copy. */
 #define CBAND3(M) CBAND(M, GC_E2M1) CBAND(M, GC_E1M2) CBAND(M, GC_INT4)
 CBAND3(RNE)
-CBAND3(RNA)
-CBAND3(RNZ)
 CBAND3(SR)
-CBAND3(SR8)
 #undef CBAND3
 #undef CBAND
 
 typedef void (*cband_fn)(const ufp4_qjob *, const float *, size_t, size_t, const uint32_t *, float *, int);
 #define ROW(M) {cband_##M##_GC_E2M1, cband_##M##_GC_E1M2, cband_##M##_GC_INT4}
-static const cband_fn CBANDS[UFP4_ROUND_COUNT][3] = {ROW(RNE), ROW(RNA), ROW(RNZ), ROW(SR), ROW(SR8)};
+static const cband_fn CBANDS[2][3] = {ROW(RNE), ROW(SR)};
 #undef ROW
 
 AVX2 void ufp4_q_cols_band_avx2(const ufp4_qjob *j, const float *x, size_t ld, size_t rows, const uint32_t *rb,
                                 float *y, int fused_rht16) {
   int gc = j->g->id == UFP4_GRID_INT4 ? GC_INT4 : j->g->id == UFP4_GRID_E1M2 ? GC_E1M2 : GC_E2M1;
-  CBANDS[j->f->round][gc](j, x, ld, rows, rb, y, fused_rht16);
+  CBANDS[j->f->round == UFP4_ROUND_SR][gc](j, x, ld, rows, rb, y, fused_rht16);
 }
 
 AVX2 float ufp4_q_amax_cols_rht16_avx2(const float *x, size_t ld, size_t rows, const float *signs) {
