@@ -4,7 +4,7 @@
     scripts/same_bits.py REF_DIR NEW_DIR [RUN ...]
 
 For each run (RUN as runs/<recipe>/seed<N>; by default every run folder of NEW_DIR that has a
-run.json): metrics.jsonl with the timing fields (tokens_per_s, ms_per_step) taken out,
+run.json): metrics.jsonl with the timing fields (tokens_per_s, ms_per_step, comm_ms) taken out,
 diagnostics.jsonl, config.json, and run.json's steps_done, skipped_steps, final_loss and
 final_val_loss must be equal byte for byte / value for value. Prints one line per run, "same"
 or "DIFFERENT" with the first file that differs, never a value: the study's runs stay blinded
@@ -16,7 +16,7 @@ import os
 import re
 import sys
 
-TIMING = re.compile(r',"(tokens_per_s|ms_per_step)":[^,}]*')
+TIMING = re.compile(r',"(tokens_per_s|ms_per_step|comm_ms)":[^,}]*')  # metrics.h's timing fields
 RESULT_KEYS = ("state", "steps_done", "skipped_steps", "final_loss", "final_val_loss")
 
 

@@ -69,7 +69,9 @@ static void run_matrix(size_t rows, size_t cols, int block, int tile, int adapti
     float *x = make_x(rows, cols, ufp4_grid_get((ufp4_grid_id)g));
     for (int s = 0; s < UFP4_SCALE_COUNT; s++)
       for (int m = 0; m < UFP4_ROUND_COUNT; m++)
-        for (int rht = 0; rht <= (rows % 16 ? 0 : 16); rht += 16) {
+        for (int variant = 0; variant < (rows % 16 ? 1 : 4); variant++) {
+          /* variant 0: no RHT; 1-3: RHT 16 with no signs, NVIDIA's, random ones */
+          const int rht = variant ? 16 : 0;
           ufp4_qformat f = ufp4_qformat_default();
           f.grid = (ufp4_grid_id)g;
           f.scale = (ufp4_scale_kind)s;
@@ -83,9 +85,9 @@ static void run_matrix(size_t rows, size_t cols, int block, int tile, int adapti
             if (f.grid != UFP4_GRID_E2M1 || f.scale != UFP4_SCALE_NVFP4) continue;
             f.adaptive = UFP4_ADAPTIVE_4OVER6;
           }
-          if (rht && (m & 1)) {
+          if (variant == 2) {
             f.rht_signs = ufp4_rht_signs_nvidia16;
-          } else if (rht && m != 2) {
+          } else if (variant == 3) {
             ufp4_rht_signs_random(signs, 16, f.seed);
             f.rht_signs = signs;
           }

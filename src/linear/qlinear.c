@@ -88,10 +88,13 @@ static int probe_gemm(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, const float 
 }
 
 /* C (+)= A' B'^T from operands in their stored layouts (A [m, k], or [k, m] when ta; B [k, n2]
- * when tb, else [n2, k]), in the orientation gemm.h has for them; not for ta && !tb. OpenBLAS packs
- * an operand into the same panels whichever way it is stored, and the micro-kernel then sums in
- * the same order, so this gives the bits of ufp4_sgemm_abt on transposed copies (test_linear,
- * test_train). */
+ * when tb, else [n2, k]), in the orientation gemm.h has for them; not for ta && !tb. Under the
+ * kernel set the ufp4 executable and the tests pin (Haswell, docs/PERFORMANCE.md) OpenBLAS packs an
+ * operand into the same panels whichever way it is stored, and the micro-kernel then sums in the
+ * same order, so this gives the bits of ufp4_sgemm_abt on transposed copies (test_train's
+ * fingerprints; the study's runs, docs/STUDY.md section 10). Under another kernel set (a library
+ * caller on an AVX-512 machine gets SkylakeX, with small-matrix kernels per orientation) that is not
+ * promised. */
 static void sgemm_stored(const float *A, int ta, const float *B, int tb, float *C, size_t m, size_t n2, size_t k,
                          float beta) {
   if (!ta && !tb) ufp4_sgemm_abt(A, B, C, m, n2, k, beta);

@@ -13,8 +13,9 @@
 #include "ufp4/layers.h"
 
 /* exp over a 50257-word vocabulary is a good share of a training step, so the rows use a 4-lane
- * SSE2 exp (SSE2 is part of x86-64: the same instructions run everywhere, no dispatch, so the bits
- * never depend on the machine's SIMD level or the thread count). Cephes's expf scheme: x = n ln2 + r
+ * SSE2 exp (SSE2 is part of x86-64: the same instructions run everywhere, so the bits never depend
+ * on the machine's SIMD level or the thread count; where AVX2 is there, the same operations run on
+ * 8 lanes, vexp_internal.h, with the same bits). Cephes's expf scheme: x = n ln2 + r
  * with n rounded to nearest (by the 1.5 * 2^23 trick) and ln2 split in two so that n * C1 is exact,
  * then a degree-5 polynomial in r and 2^n put in the exponent bits; no FMA, so every lane and every
  * position in a row gets the same bits for the same input. Within 1 ulp of the correctly rounded exp

@@ -13,7 +13,10 @@
  *     all in double (the algorithm of Szabolcs Nagy's ARM optimized-routines expf, which glibc
  *     adopted). This file does the same operations, four lanes of double at a time, and sends
  *     |x| >= 88 and NaN lanes to libm's expf itself (overflow, underflow, errno). tests/test_vexp.c
- *     compares it with the C library's expf on every one of the 2^32 float inputs.
+ *     compares it with the C library's expf on every one of the 2^32 float inputs. This is an
+ *     assumption about the platform: with another C library (musl) or a glibc whose expf
+ *     changes, test_vexp fails there, and the vector path must be turned off (UFP4_NO_SIMD) to
+ *     keep the scalar code's bits.
  *   - ufp4_m_swiglu_*_avx2 are the loops of swiglu.c with that expf: the same IEEE operations in
  *     the same order on every element (this file, like the whole build, never contracts a multiply
  *     and an add; the only fused multiply-adds are the explicit ones of expf above).
