@@ -424,6 +424,7 @@ static void test_errors(void **state) {
       "formats --bogus",          "bias --bogus",           "bias --rows abc",         "bias --grids e2m1,e9m9",
       "quantize --in a --bogus",  "quantize --out x.npy",   "quantize --in a --out b --rht 3",
       "bench --bogus",            "bench nosuchbench",      "bias --dist cauchy",
+      "bench kernels --shape 8x8", "bench quant --shape 16x64", "bench kernels --threads 0",
   };
   for (size_t i = 0; i < sizeof usage_errors / sizeof *usage_errors; i++) {
     int st = run(NULL, NULL, "%s", usage_errors[i]);
@@ -487,6 +488,35 @@ static int teardown(void **state) {
   return system(cmd) == 0 ? 0 : -1;
 }
 
+/* ---- (7) bench kernels: every kernel timed at 1 and 2 threads, one row each in the JSON ---- */
+static void test_bench_kernels(void **state) {
+  (void)state;
+  char json[600];
+  path_in_tmp(json, sizeof json, "kernels.json");
+  char *so = NULL;
+  assert_int_equal(run(&so, NULL, "bench kernels --reps 1 --shape 16x64 --threads 2 --json '%s'", json), 0);
+  assert_non_null(so);
+  const char *names[] = {"rmsnorm bwd", "attention fwd", "swiglu bwd", "quant e2m1 SR columns",
+                         "linear qkv e2m1 Wgrad", "grad norm + AdamW"};
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (!strstr(so, names[i])) fail_msg("bench kernels printed no row '%s'", names[i]);
+  free(so);
+  size_t n = 0;
+  char *text = slurp(json, &n);
+  assert_non_null(text);
+  cJSON *j = cJSON_Parse(text);
+  free(text);
+  assert_non_null(j);
+  assert_int_equal(cJSON_GetObjectItemCaseSensitive(j, "threads")->valueint, 2);
+  const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "kernels"), *r;
+  assert_int_equal(cJSON_GetArraySize(rows), 24);
+  cJSON_ArrayForEach(r, rows) {
+    assert_true(cJSON_GetObjectItemCaseSensitive(r, "us_1_thread")->valuedouble > 0);
+    assert_true(cJSON_GetObjectItemCaseSensitive(r, "us_n_threads")->valuedouble > 0);
+  }
+  cJSON_Delete(j);
+}
+
 int main(void) {
   cli = getenv("UFP4_CLI");
   if (!cli || !*cli || access(cli, X_OK) != 0) {
@@ -497,6 +527,7 @@ int main(void) {
       cmocka_unit_test(test_formats_json),      cmocka_unit_test(test_bias_reversal),
       cmocka_unit_test(test_quantize_exact_rne), cmocka_unit_test(test_quantize_packed), cmocka_unit_test(test_quantize_packed_4over6),
       cmocka_unit_test(test_errors),            cmocka_unit_test(test_bias_layers),
+      cmocka_unit_test(test_bench_kernels),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

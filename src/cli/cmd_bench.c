@@ -4,17 +4,18 @@
 #include <string.h>
 
 #include "bench_gemm.h"
+#include "bench_kernels.h"
 #include "bench_quant.h"
 #include "bench_train.h"
 #include "cli/args.h"
 #include "cli/commands.h"
 #include "ufp4/ufp4.h"
 
-enum { B_QUANT = 1, B_GEMM = 2, B_TRAIN = 4 };
+enum { B_QUANT = 1, B_GEMM = 2, B_TRAIN = 4, B_KERNELS = 8 };
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: ufp4 bench [quant|gemm|train] [options]\n\n"
+          "usage: ufp4 bench [quant|gemm|train|kernels] [options]\n\n"
           "With no bench named, runs quant then train. Every figure is a median of repeated timed runs after\n"
           "untimed warm-up; the thread count is OpenMP's (OMP_NUM_THREADS).\n\n"
           "benches:\n"
@@ -28,13 +29,20 @@ static void usage(FILE *out) {
           "  train   tokens/s of a full training step (forward, backward, AdamW) for fp32, bf16, e2m1,\n"
           "          nvfp4, ufp4 on llm.c's config (L=6 d=384 6 heads ffn 1536 vocab 50257, B=4 T=256) and\n"
           "          a vocab-4096 config, with a per-phase breakdown and each run's peak RSS (in a fresh\n"
-          "          process) against params + grads + AdamW state + activations.\n\n"
+          "          process) against params + grads + AdamW state + activations.\n"
+          "  kernels every kernel of a training step (norms, RoPE, attention, SwiGLU, residuals, embedding,\n"
+          "          cross-entropy, GEMMs, quantizers, linear layers, grad norm + AdamW), one call at the\n"
+          "          sizes a step of the study's 16x64 model and of 4x128 uses, timed at 1 thread and at\n"
+          "          the OpenMP maximum (at least 2), alternating: the thread scaling of each kernel.\n\n"
           "options:\n"
           "  --json FILE         write every figure as JSON (with no bench named: FILE-quant.json and\n"
           "                      FILE-train.json, FILE's .json suffix dropped first)\n"
-          "  --reps N            quant, gemm: timed repetitions (default quant 7, gemm 5)\n"
+          "  --reps N            quant, gemm, kernels: timed repetitions (default quant 7, gemm 5,\n"
+          "                      kernels 9)\n"
           "  --rows R --cols C   quant: tensor shape (default 4096 x 1024; cols a multiple of 16)\n"
-          "  --threads LIST      quant: comma-separated thread counts (default 1 and the OpenMP maximum)\n"
+          "  --threads LIST      quant: comma-separated thread counts (default 1 and the OpenMP maximum);\n"
+          "                      kernels: the one count compared with 1\n"
+          "  --shape WHICH       kernels: 16x64, 4x128 or both (default both)\n"
           "  --steps N           train: timed steps (default 5)\n"
           "  --warmup N          train: untimed steps first (default 1)\n"
           "  --config WHICH      train: llmc, small, both, moe (small and its MoE twin at equal active\n"
@@ -117,6 +125,7 @@ typedef struct {
   ufp4_bench_quant_opts q;
   ufp4_bench_gemm_opts g;
   ufp4_bench_train_opts t;
+  ufp4_bench_kernels_opts k;
   char recipe_buf[1024]; /* --recipes, split in place; t.recipes point into it */
   const char *json;
 } bench_opts;
@@ -130,6 +139,7 @@ static void defaults(bench_opts *o) {
   o->q.threads[o->q.n_threads++] = 1;
   if (maxt > 1) o->q.threads[o->q.n_threads++] = maxt;
   o->g = (ufp4_bench_gemm_opts){.reps = 5, .json_path = NULL};
+  o->k = (ufp4_bench_kernels_opts){.reps = 9, .threads = maxt > 1 ? maxt : 2, .shapes = 3, .json_path = NULL};
   o->t.steps = 5;
   o->t.warmup = 1;
   o->t.configs = 3;
@@ -182,12 +192,27 @@ static int quant_gemm_option(int argc, char **argv, int *i, bench_opts *o) {
       return -1;
     }
   } else if ((r = cli_value(argc, argv, i, "--reps", &v))) {
-    if (r < 0 || !applies(run, B_QUANT | B_GEMM, "--reps") ||
+    if (r < 0 || !applies(run, B_QUANT | B_GEMM | B_KERNELS, "--reps") ||
         cli_parse_long("bench", "--reps", v, 1, 100000, &l))
       return -1;
-    o->q.reps = o->g.reps = (int)l;
+    o->q.reps = o->g.reps = o->k.reps = (int)l;
   } else if ((r = cli_value(argc, argv, i, "--threads", &v))) {
-    if (r < 0 || !applies(run, B_QUANT, "--threads") || parse_threads(v, &o->q)) return -1;
+    if (r < 0 || !applies(run, B_QUANT | B_KERNELS, "--threads")) return -1;
+    if (run & B_KERNELS) {
+      if (cli_parse_long("bench", "--threads", v, 1, 1024, &l)) return -1;
+      o->k.threads = (int)l;
+    } else if (parse_threads(v, &o->q)) {
+      return -1;
+    }
+  } else if ((r = cli_value(argc, argv, i, "--shape", &v))) {
+    if (r < 0 || !applies(run, B_KERNELS, "--shape")) return -1;
+    if (!strcmp(v, "16x64")) o->k.shapes = 1;
+    else if (!strcmp(v, "4x128")) o->k.shapes = 2;
+    else if (!strcmp(v, "both")) o->k.shapes = 3;
+    else {
+      fprintf(stderr, "ufp4 bench: --shape: '%s' is not 16x64, 4x128 or both\n", v);
+      return -1;
+    }
   }
   return r;
 }
@@ -248,6 +273,8 @@ static int run_benches(bench_opts *o, int combined) {
     return cli_error("bench quant", NULL);
   if ((o->run & B_GEMM) && ufp4_bench_gemm(&o->g, stdout) != 0)
     return cli_error("bench gemm", NULL);
+  if ((o->run & B_KERNELS) && ufp4_bench_kernels(&o->k, stdout) != 0)
+    return cli_error("bench kernels", NULL);
   if (o->run & B_TRAIN) {
     if (combined) printf("\n");
     if (ufp4_bench_train(&o->t, "/proc/self/exe", stdout) != 0)
@@ -273,6 +300,8 @@ int ufp4_cmd_bench(int argc, char **argv) {
     o.run = B_GEMM;
   else if (!strcmp(argv[1], "train"))
     o.run = B_TRAIN;
+  else if (!strcmp(argv[1], "kernels"))
+    o.run = B_KERNELS;
   else if (!strcmp(argv[1], "train-child"))
     return ufp4_bench_train_child(argc - 1, argv + 1);
   else {
@@ -295,6 +324,7 @@ int ufp4_cmd_bench(int argc, char **argv) {
   }
   o.q.json_path = combined ? jq : o.json;
   o.g.json_path = o.json;
+  o.k.json_path = o.json;
   o.t.json_path = combined ? jt : o.json;
   rc = run_benches(&o, combined);
   free(jq);

@@ -2,6 +2,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "linear/sgemm_internal.h"
 #include "linear/transpose_internal.h"
 #include "ufp4/error.h"
 #include "ufp4/gemm.h"
@@ -97,9 +98,10 @@ static int probe_gemm(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, const float 
  * promised. */
 static void sgemm_stored(const float *A, int ta, const float *B, int tb, float *C, size_t m, size_t n2, size_t k,
                          float beta) {
-  if (!ta && !tb) ufp4_sgemm_abt(A, B, C, m, n2, k, beta);
-  else if (!ta) ufp4_sgemm_ab(A, B, C, m, n2, k, beta);
-  else ufp4_sgemm_atb(A, B, C, m, n2, k, beta);
+  /* ufp4_sgemm_abt, _ab and _atb, in pieces when the product has few tiles (sgemm_internal.h). */
+  if (!ta && !tb) ufp4_sgemm_pieces(UFP4_GEMM_N, UFP4_GEMM_T, m, n2, k, 1.0f, A, k, B, k, beta, C, n2);
+  else if (!ta) ufp4_sgemm_pieces(UFP4_GEMM_N, UFP4_GEMM_N, m, n2, k, 1.0f, A, k, B, n2, beta, C, n2);
+  else ufp4_sgemm_pieces(UFP4_GEMM_T, UFP4_GEMM_N, m, n2, k, 1.0f, A, m, B, n2, beta, C, n2);
 }
 
 /* 1 when GEMM g's operands are rounded in their stored layouts, no transposed copy made (prepare's
@@ -150,8 +152,7 @@ static int gemm(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, ufp4_operand opa, 
       (rc = probe_gemm(ctx, g, A, ta, B, tb, m, n2, k, a, b)))
     return rc;
   lap(ctx, &t0, 1);
-  if (keep) sgemm_stored(a, ta, b, tb, C, m, n2, k, beta);
-  else ufp4_sgemm_abt(a, b, C, m, n2, k, beta);
+  sgemm_stored(a, keep && ta, b, keep && tb, C, m, n2, k, beta);
   lap(ctx, &t0, 0);
   return 0;
 }

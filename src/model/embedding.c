@@ -1,11 +1,16 @@
 /* Token embedding lookup and its deterministic gradient. */
+#include <omp.h>
 #include <string.h>
 
 #include "model/layer_check.h"
 #include "ufp4/layers.h"
 
-/* Columns of dwte one thread owns at a time: wide enough to stream rows, small enough to balance. */
-#define EMB_COL_BLOCK 64
+/* The unit of dwte's columns shared out over the threads (16: one cache line when the rows are
+ * aligned), and the size below which the backward pass runs on one thread. It is a scatter-add of
+ * one row per token, bound by memory latency: at the study's sizes (1024 tokens of d = 64 or 128)
+ * two threads took 1.2-3x longer than one (`ufp4 bench kernels`, docs/PERFORMANCE.md). */
+#define EMB_COL_BLOCK 16
+#define EMB_PARALLEL_MIN ((size_t)1 << 20)
 
 static int check_tokens(const int32_t *tokens, int BT, int V, const char *what) {
   for (int i = 0; i < BT; i++)
@@ -41,14 +46,16 @@ int ufp4_embedding_backward(float *dwte, const float *dout, const int32_t *token
   LAYER_NONNULL(what, tokens);
   if ((rc = layer_count(&n, what, BT, V, C, 1)) < 0) return rc;
   if ((rc = check_tokens(tokens, BT, V, what)) < 0) return rc;
-  int nblocks = (C + EMB_COL_BLOCK - 1) / EMB_COL_BLOCK;
-  /* Each column block belongs to one thread, which adds the rows in order 0..BT-1: repeated tokens
-   * accumulate in the same order whatever the thread count. */
-#pragma omp parallel for schedule(static)
-  for (int blk = 0; blk < nblocks; blk++) {
-    int c0 = blk * EMB_COL_BLOCK;
-    int c1 = c0 + EMB_COL_BLOCK < C ? c0 + EMB_COL_BLOCK : C;
-    for (int i = 0; i < BT; i++) {
+  const int nblocks = (C + EMB_COL_BLOCK - 1) / EMB_COL_BLOCK;
+  /* Each thread owns a contiguous run of column blocks and adds the rows into it in order
+   * 0..BT-1, one pass over the rows: repeated tokens accumulate in the same order whatever the
+   * thread count. */
+#pragma omp parallel if ((size_t)BT * (size_t)C >= EMB_PARALLEL_MIN)
+  {
+    const int nt = omp_get_num_threads(), t = omp_get_thread_num();
+    const int c0 = (int)((long)nblocks * t / nt) * EMB_COL_BLOCK;
+    const int c1e = (int)((long)nblocks * (t + 1) / nt) * EMB_COL_BLOCK, c1 = c1e < C ? c1e : C;
+    for (int i = 0; c0 < c1 && i < BT; i++) {
       float *dst = dwte + (size_t)tokens[i] * C;
       const float *src = dout + (size_t)i * C;
       for (int c = c0; c < c1; c++) dst[c] += src[c];

@@ -1,0 +1,29 @@
+/* The linear layer's GEMM (sgemm.c): ufp4_sgemm's tile grid, with the rows of a product that has
+ * few tiles cut into pieces so that its threads share it, under the one kernel set for which those
+ * pieces are known to give the same bits as the whole tiles. */
+#ifndef UFP4_LINEAR_SGEMM_INTERNAL_H
+#define UFP4_LINEAR_SGEMM_INTERNAL_H
+
+#include <stddef.h>
+
+#include "ufp4/gemm.h"
+
+/* As ufp4_sgemm, and the same bits. Under OpenBLAS's Haswell kernels (the set the ufp4 executable
+ * and the tests pin), when the grid has fewer than 4 tiles, each tile's rows are cut, from the
+ * tile's first row, into pieces of a multiple of 12 rows, each its own single-threaded OpenBLAS
+ * call. Why the bits stay those of the whole tile: OpenBLAS hands the rows of C to its micro-kernel
+ * (C^T's columns, its N) in runs that start at the tile's first row and step by 12 (3 x
+ * SGEMM_UNROLL_N, and the kernel's n12 loop), ending in a shorter run: so a piece boundary at a
+ * multiple of 12 meets the same runs, each element goes through the same kernel path, and the
+ * reduction over k (cut by k alone) is unchanged. tests/test_sgemm_pieces.c checks it against the
+ * whole tiles over the linear layer's shapes and more, in all four orientations. The pieces depend
+ * on the shape and the kernel set only, never on the thread count. Under any other kernel set this
+ * is ufp4_sgemm. */
+void ufp4_sgemm_pieces(ufp4_gemm_trans ta, ufp4_gemm_trans tb, size_t m, size_t n, size_t k, float alpha,
+                       const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc);
+
+/* The same pieces as row ranges [i0, i0 + rows) of C, for the tests: fills up to max pieces and
+ * returns their count (0 when the grid is not cut). */
+size_t ufp4_sgemm_pieces_rows(size_t m, size_t n, size_t *i0, size_t *rows, size_t max);
+
+#endif
