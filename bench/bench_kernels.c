@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "bench_util.h"
+#include "linear/packed_gemm_internal.h"
 #include "ufp4/fileio.h"
 #include "ufp4/gemm.h"
 #include "ufp4/layers.h"
@@ -54,7 +55,7 @@ typedef struct {
   int32_t *tok, *tgt;
   float *wqkv, *yqkv, *dyqkv, *dwqkv, *lscratch;  /* a fused q,k,v projection [3d, d] */
   float *p, *pg, *pm, *pv;                        /* the whole model's parameters for AdamW */
-  ufp4_recipe e2m1;
+  ufp4_recipe e2m1, bf16;
   float signs[UFP4_RHT_MAX];
   ufp4_qformat rne, sr, rht;
 } kbuf;
@@ -107,16 +108,31 @@ static int k_q_rne(kbuf *b) { return ufp4_fake_quant(&b->rne, b->x, b->y, (size_
 static int k_q_rht(kbuf *b) { return ufp4_fake_quant(&b->rht, b->x, b->y, (size_t)b->BT, (size_t)b->s->d); }
 static int k_q_sr(kbuf *b) { return ufp4_fake_quant(&b->sr, b->dy, b->dx, (size_t)b->BT, (size_t)b->s->d); }
 static int k_q_sr_t(kbuf *b) { return ufp4_fake_quant_t(&b->sr, b->dy, b->dx, (size_t)b->BT, (size_t)b->s->d); }
-static int k_lin(kbuf *b, ufp4_gemm_kind g) {
+static int k_lin_r(kbuf *b, ufp4_gemm_kind g, const ufp4_recipe *r) {
   const size_t n = (size_t)b->BT, in = (size_t)b->s->d, out = 3 * in;
-  ufp4_linear_ctx ctx = {.recipe = &b->e2m1, .stream = {.seed = 7, .proj = 1}, .rht_signs = b->signs};
+  ufp4_linear_ctx ctx = {.recipe = r, .stream = {.seed = 7, .proj = 1}, .rht_signs = b->signs};
   if (g == UFP4_FPROP) return ufp4_linear_forward(&ctx, b->x, b->wqkv, b->yqkv, n, in, out, b->lscratch);
   if (g == UFP4_DGRAD) return ufp4_linear_dgrad(&ctx, b->dyqkv, b->wqkv, b->dx, n, in, out, b->lscratch);
   return ufp4_linear_wgrad(&ctx, b->dyqkv, b->x, b->dwqkv, n, in, out, b->lscratch);
 }
-static int k_lin_f(kbuf *b) { return k_lin(b, UFP4_FPROP); }
-static int k_lin_d(kbuf *b) { return k_lin(b, UFP4_DGRAD); }
-static int k_lin_w(kbuf *b) { return k_lin(b, UFP4_WGRAD); }
+static int k_lin_f(kbuf *b) { return k_lin_r(b, UFP4_FPROP, &b->e2m1); }
+static int k_lin_d(kbuf *b) { return k_lin_r(b, UFP4_DGRAD, &b->e2m1); }
+static int k_lin_w(kbuf *b) { return k_lin_r(b, UFP4_WGRAD, &b->e2m1); }
+/* bf16 linear GEMMs with the operands rounded into copies (OpenBLAS packs them), and rounded while
+ * ufp4 packs them (packed_gemm_internal.h; the same bits). */
+static int k_bf(kbuf *b, ufp4_gemm_kind g, int packed) {
+  const int was = ufp4_pgemm_in_use();
+  ufp4_pgemm_set_in_use(packed);
+  int rc = k_lin_r(b, g, &b->bf16);
+  ufp4_pgemm_set_in_use(was);
+  return rc;
+}
+static int k_bf_f(kbuf *b) { return k_bf(b, UFP4_FPROP, 0); }
+static int k_bf_d(kbuf *b) { return k_bf(b, UFP4_DGRAD, 0); }
+static int k_bf_w(kbuf *b) { return k_bf(b, UFP4_WGRAD, 0); }
+static int k_bfp_f(kbuf *b) { return k_bf(b, UFP4_FPROP, 1); }
+static int k_bfp_d(kbuf *b) { return k_bf(b, UFP4_DGRAD, 1); }
+static int k_bfp_w(kbuf *b) { return k_bf(b, UFP4_WGRAD, 1); }
 static int k_gnorm(kbuf *b) {
   volatile double n = ufp4_grad_norm(b->pg, b->n_params);
   (void)n;
@@ -136,7 +152,7 @@ typedef struct {
   const char *what; /* the call's size, filled per shape by describe() */
 } kernel;
 
-enum { N_KERNELS = 24 };
+enum { N_KERNELS = 30 };
 static const kernel kernels[N_KERNELS] = {
     {"embedding fwd", k_embed_f, "BT x d"},
     {"embedding bwd", k_embed_b, "BT x d into V x d"},
@@ -161,6 +177,12 @@ static const kernel kernels[N_KERNELS] = {
     {"linear qkv e2m1 Fprop", k_lin_f, "BT x 3d x d"},
     {"linear qkv e2m1 Dgrad", k_lin_d, "BT x d x 3d"},
     {"linear qkv e2m1 Wgrad", k_lin_w, "3d x d x BT"},
+    {"linear qkv bf16 Fprop", k_bf_f, "BT x 3d x d"},
+    {"linear qkv bf16 Dgrad", k_bf_d, "BT x d x 3d"},
+    {"linear qkv bf16 Wgrad", k_bf_w, "3d x d x BT"},
+    {"linear bf16 Fprop in pack", k_bfp_f, "rounded while packed"},
+    {"linear bf16 Dgrad in pack", k_bfp_d, "rounded while packed"},
+    {"linear bf16 Wgrad in pack", k_bfp_w, "rounded while packed"},
     {"grad norm + AdamW", NULL, "all parameters"},
 };
 
@@ -221,6 +243,7 @@ static int kbuf_init(kbuf *b, const kshape *s) {
   }
   int rc = ufp4_rope_init(b->cos_t, b->sin_t, s->seq, b->hd, 10000.0);
   if (!rc) rc = ufp4_recipe_parse("e2m1", &b->e2m1);
+  if (!rc) rc = ufp4_recipe_parse("bf16", &b->bf16);
   if (rc) return rc;
   ufp4_rht_signs_random(b->signs, 16, 7);
   b->rne = ufp4_qformat_default();

@@ -509,7 +509,7 @@ static void test_bench_kernels(void **state) {
   assert_non_null(j);
   assert_int_equal(cJSON_GetObjectItemCaseSensitive(j, "threads")->valueint, 2);
   const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "kernels"), *r;
-  assert_int_equal(cJSON_GetArraySize(rows), 24);
+  assert_int_equal(cJSON_GetArraySize(rows), 30);
   cJSON_ArrayForEach(r, rows) {
     assert_true(cJSON_GetObjectItemCaseSensitive(r, "us_1_thread")->valuedouble > 0);
     assert_true(cJSON_GetObjectItemCaseSensitive(r, "us_n_threads")->valuedouble > 0);

@@ -2,6 +2,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "linear/packed_gemm_internal.h"
 #include "linear/sgemm_internal.h"
 #include "linear/transpose_internal.h"
 #include "ufp4/error.h"
@@ -115,6 +116,12 @@ static int keeps_layout(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, int ta, in
          !ctx->probe;
 }
 
+/* 1 when GEMM g rounds its operands to bf16 in the packing of its own GEMM (ufp4_sgemm_packed):
+ * a bf16 GEMM in a stored orientation, no probe, and the packed GEMM in use (ufp4_pgemm_in_use). */
+static int rounds_while_packing(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, int ta, int tb) {
+  return gemm_precision(ctx, g) == UFP4_PREC_BF16 && !ctx->probe && !(ta && !tb) && ufp4_pgemm_in_use();
+}
+
 /* Adds the seconds since *t0 to the layer's prepare (prepare = 1) or gemm timer, when timed; *t0 moves on. */
 static void lap(const ufp4_linear_ctx *ctx, double *t0, int prepare) {
   if (!ctx->times) return;
@@ -137,6 +144,17 @@ static int gemm(const ufp4_linear_ctx *ctx, ufp4_gemm_kind g, ufp4_operand opa, 
     sgemm_stored(A, ta, B, tb, C, m, n2, k, beta);
     lap(ctx, &t0, 0);
     return 0;
+  }
+  if (rounds_while_packing(ctx, g, ta, tb)) {
+    /* bf16 rounding in the GEMM's own packing: no rounded copy is written (sgemm_internal.h). The
+     * bits of the copy path below: rounding is elementwise (and idempotent, so an operand that a
+     * shared call rounded already may be rounded again), and the packed GEMM gives
+     * ufp4_sgemm_pieces' bits (tests/test_pgemm.c, test_train's fingerprints). */
+    const ufp4_gemm_trans oa = ta ? UFP4_GEMM_T : UFP4_GEMM_N, ob = tb ? UFP4_GEMM_N : UFP4_GEMM_T;
+    if (ufp4_sgemm_packed(oa, ob, m, n2, k, A, ta ? m : k, B, tb ? n2 : k, beta, C, n2, UFP4_PACK_BF16) == 0) {
+      lap(ctx, &t0, 0);
+      return 0;
+    }
   }
   const float *a = a_ready ? a_ready : scratch, *b = b_ready ? b_ready : scratch + m * k;
   const int keep = keeps_layout(ctx, g, ta, tb); /* a and b then in A's and B's layouts */
@@ -164,6 +182,8 @@ static int shares(const ufp4_linear_ctx *ctx, int n_proj, ufp4_operand op) {
   const ufp4_gemm_kind g = ufp4_operand_gemm(op);
   const ufp4_precision p = gemm_precision(&ctx[0], g);
   if (p == UFP4_PREC_FP32 || ctx[0].probe) return 0;
+  /* Rounded while packed, in each projection's GEMM: nothing to prepare once. */
+  if (rounds_while_packing(&ctx[0], g, op == UFP4_OP_WGRAD_X, op == UFP4_OP_WGRAD_X)) return 0;
   if (p == UFP4_PREC_FP4 && ufp4_round_is_stochastic(ufp4_recipe_operand_format(ctx[0].recipe, op).round)) return 0;
   for (int i = 1; i < n_proj; i++)
     if (gemm_precision(&ctx[i], g) != p || ctx[i].recipe != ctx[0].recipe || ctx[i].rht_signs != ctx[0].rht_signs ||

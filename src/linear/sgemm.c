@@ -1,6 +1,9 @@
 #include <cblas.h>
+#include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "linear/packed_gemm_internal.h"
 #include "linear/sgemm_internal.h"
 
 #include "ufp4/gemm.h"
@@ -58,6 +61,19 @@ size_t ufp4_sgemm_pieces_rows(size_t m, size_t n, size_t *i0, size_t *rows, size
   return np;
 }
 
+/* The row ranges of ufp4_sgemm_pieces' grid: its pieces, or whole tiles' rows; returns the count
+ * (at most MAX_UNITS). */
+#define MAX_UNITS 512
+static size_t row_units(size_t m, size_t n, size_t *i0, size_t *rows) {
+  size_t np = ufp4_sgemm_pieces_rows(m, n, i0, rows, MAX_PIECES);
+  if (np) return np;
+  for (size_t r = 0; r * TILE_M < m && np < MAX_UNITS; r++, np++) {
+    i0[np] = r * TILE_M;
+    rows[np] = m - i0[np] < TILE_M ? m - i0[np] : TILE_M;
+  }
+  return np;
+}
+
 void ufp4_sgemm_pieces(ufp4_gemm_trans ta, ufp4_gemm_trans tb, size_t m, size_t n, size_t k, float alpha,
                        const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc) {
   size_t i0[MAX_PIECES], rows[MAX_PIECES];
@@ -72,6 +88,29 @@ void ufp4_sgemm_pieces(ufp4_gemm_trans ta, ufp4_gemm_trans tb, size_t m, size_t 
     const size_t p = t / tn, j0 = (t % tn) * TILE_N, nj = n - j0 < TILE_N ? n - j0 : TILE_N;
     tile_call(ta, tb, i0[p], rows[p], j0, nj, k, alpha, A, lda, B, ldb, beta, C, ldc);
   }
+}
+
+int ufp4_sgemm_packed(ufp4_gemm_trans ta, ufp4_gemm_trans tb, size_t m, size_t n, size_t k, const float *A,
+                      size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc,
+                      ufp4_pack_xform xform) {
+  if (m > (size_t)MAX_UNITS * TILE_M || !ufp4_pgemm_ready()) return -1;
+  size_t i0[MAX_UNITS], rows[MAX_UNITS];
+  const size_t np = row_units(m, n, i0, rows), tn = (n + TILE_N - 1) / TILE_N;
+  /* One packing buffer per thread, all allocated before anything is written. */
+  const size_t per = ufp4_pgemm_buffer_floats(TILE_M);
+  float *bufs = malloc((size_t)omp_get_max_threads() * per * sizeof *bufs);
+  if (!bufs) return -1;
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t t = 0; t < np * tn; t++) {
+    const size_t p = t / tn, j0 = (t % tn) * TILE_N, nj = n - j0 < TILE_N ? n - j0 : TILE_N;
+    /* The unit as one call: its rows of op(A), its columns of op(B), its block of C. */
+    const float *a = ta == UFP4_GEMM_N ? A + i0[p] * lda : A + i0[p];
+    const float *b = tb == UFP4_GEMM_T ? B + j0 * ldb : B + j0;
+    ufp4_pgemm(ta, tb, rows[p], nj, k, a, lda, b, ldb, beta, C + i0[p] * ldc + j0, ldc, xform,
+               bufs + (size_t)omp_get_thread_num() * per);
+  }
+  free(bufs);
+  return 0;
 }
 
 const char *ufp4_blas_core(void) {

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 
+#include "linear/packed_gemm_internal.h"
 #include "ufp4/gemm.h"
 
 /* As ufp4_sgemm, and the same bits. Under OpenBLAS's Haswell kernels (the set the ufp4 executable
@@ -21,6 +22,15 @@
  * is ufp4_sgemm. */
 void ufp4_sgemm_pieces(ufp4_gemm_trans ta, ufp4_gemm_trans tb, size_t m, size_t n, size_t k, float alpha,
                        const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc);
+
+/* ufp4_sgemm_pieces' grid (its pieces, or whole tiles), each unit one ufp4_pgemm: OpenBLAS's
+ * micro-kernel on panels packed by ufp4, every element of A and B through xform on the way. The
+ * bits of ufp4_sgemm_pieces on the transformed operands (tests/test_pgemm.c), with no transformed
+ * copy written. Alpha is 1. Returns 0, or -1 having written nothing: ufp4_pgemm_ready() is 0, m is
+ * above 65536 rows, or the packing buffers could not be allocated. */
+int ufp4_sgemm_packed(ufp4_gemm_trans ta, ufp4_gemm_trans tb, size_t m, size_t n, size_t k, const float *A,
+                      size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc,
+                      ufp4_pack_xform xform);
 
 /* The same pieces as row ranges [i0, i0 + rows) of C, for the tests: fills up to max pieces and
  * returns their count (0 when the grid is not cut). */
