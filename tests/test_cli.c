@@ -509,7 +509,9 @@ static void test_bench_kernels(void **state) {
   assert_non_null(j);
   assert_int_equal(cJSON_GetObjectItemCaseSensitive(j, "threads")->valueint, 2);
   const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "kernels"), *r;
-  assert_int_equal(cJSON_GetArraySize(rows), 30);
+  /* 27 kernels, and 3 more where the packed GEMM is available (packed_gemm_internal.h). */
+  const int nrows = cJSON_GetArraySize(rows);
+  assert_true(nrows == 27 || nrows == 30);
   cJSON_ArrayForEach(r, rows) {
     assert_true(cJSON_GetObjectItemCaseSensitive(r, "us_1_thread")->valuedouble > 0);
     assert_true(cJSON_GetObjectItemCaseSensitive(r, "us_n_threads")->valuedouble > 0);

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "linear/packed_gemm_internal.h"
+#include "linear/sgemm_internal.h"
 #include "ufp4/linear.h"
 #include "ufp4/minifloat.h"
 #include "ufp4/recipe.h"
@@ -33,7 +34,10 @@ static float *filled(size_t n, uint64_t stream) {
  * GEMM must be available: a missing symbol would silently bring back the copies. */
 static void test_ready_under_haswell(void **state) {
   (void)state;
-  if (strcmp(ufp4_blas_core(), "Haswell") != 0) skip();
+  const char *config = openblas_get_config();
+  if (strcmp(ufp4_blas_core(), "Haswell") != 0 || !config || !strstr(config, "OpenBLAS 0.3.21") ||
+      !strstr(config, "DYNAMIC_ARCH"))
+    skip();
   assert_true(ufp4_pgemm_ready());
 }
 
@@ -165,6 +169,33 @@ static void test_linear_bf16_same_bits(void **state) {
   free(scratch);
 }
 
+/* ufp4_sgemm_packed over grids that are not cut (4 tiles or more, more than one column tile),
+ * against ufp4_sgemm_pieces on rounded copies; a return of 0 says the packed path ran. */
+static void test_packed_grid_same_bits(void **state) {
+  (void)state;
+  if (!ufp4_pgemm_ready()) skip();
+  omp_set_num_threads(2);
+  static const size_t shapes[][3] = {{1024, 192, 64}, {600, 700, 33}, {513, 1100, 130}};
+  for (size_t s = 0; s < 3; s++) {
+    const size_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+    float *A = filled(m * k, 10), *B = filled(n * k, 11), *C1 = filled(m * n, 12), *C2 = malloc(m * n * sizeof(float));
+    assert_non_null(C2);
+    memcpy(C2, C1, m * n * sizeof(float));
+    for (size_t i = 0; i < m * k; i++) A[i] = A[i] * 3.0f;
+    const int rc = ufp4_sgemm_packed(UFP4_GEMM_N, UFP4_GEMM_T, m, n, k, A, k, B, k, 1.0f, C1, n, UFP4_PACK_BF16);
+    assert_int_equal(rc, 0);
+    for (size_t i = 0; i < m * k; i++) A[i] = ufp4_round_bf16(A[i]);
+    for (size_t i = 0; i < n * k; i++) B[i] = ufp4_round_bf16(B[i]);
+    ufp4_sgemm_pieces(UFP4_GEMM_N, UFP4_GEMM_T, m, n, k, 1.0f, A, k, B, k, 1.0f, C2, n);
+    if (memcmp(C1, C2, m * n * sizeof(float))) fail_msg("%zu x %zu x %zu: packed grid differs", m, n, k);
+    free(A);
+    free(B);
+    free(C1);
+    free(C2);
+  }
+  omp_set_num_threads(1);
+}
+
 int main(void) {
   /* cblas_sgemm on one thread: the reference is OpenBLAS as ufp4's tiles call it. */
   omp_set_num_threads(1);
@@ -173,6 +204,7 @@ int main(void) {
       cmocka_unit_test(test_packing_is_openblas),
       cmocka_unit_test(test_products_are_openblas),
       cmocka_unit_test(test_linear_bf16_same_bits),
+      cmocka_unit_test(test_packed_grid_same_bits),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

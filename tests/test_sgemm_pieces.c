@@ -1,6 +1,7 @@
 /* The linear layer's GEMM in pieces (src/linear/sgemm_internal.h) against ufp4_sgemm's whole
  * tiles: the same bits, in every orientation, with beta 0 and 1, at 1 and 2 threads, over the
- * shapes of the linear layers of the study's, make run's and 4x128's models and a sweep of
+ * shapes of the linear layers of the study's model, of `bench train --config make-run`'s (L = 2,
+ * d = 128) and of 4x128's, and a sweep of
  * odd sizes. That the comparison can fail: pieces cut at a row that is not a multiple of 12 do
  * change bits, and the test shows it on the study's Wgrad shape. Under a kernel set other than
  * the pinned Haswell one the layer does not cut, which the test checks too. */
@@ -169,6 +170,8 @@ static void test_misaligned_cut_changes_bits(void **state) {
 }
 
 int main(void) {
+  /* Two threads: pieces are cut only when a call has more than one (sgemm_internal.h). */
+  omp_set_num_threads(2);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_piece_rows),
       cmocka_unit_test(test_layer_shapes_same_bits),

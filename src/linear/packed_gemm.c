@@ -10,6 +10,7 @@
 #include "linear/packed_gemm_internal.h"
 #include "linear/transpose_internal.h"
 
+#include <cblas.h>
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -24,7 +25,8 @@
 /* OpenBLAS 0.3.21's Haswell SGEMM parameters (param.h) and its level-3 driver's rules. */
 #define GEMM_P 320
 #define GEMM_Q 320
-#define GEMM_R 25872 /* sgemm_r for a 32 MiB buffer; only products with more rows than this see it */
+#define GEMM_R 104512 /* sgemm_r of Debian 12's build (its parameter table); only products with more
+                          rows than this see it */
 #define UNROLL_M 8
 #define UNROLL_N 4
 
@@ -38,15 +40,40 @@ static int ready;
 static int enabled; /* the linear layer's bf16 GEMMs round while packing (off by default) */
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
+/* One product against cblas_sgemm, small enough that OpenBLAS runs it on one thread (m n k below
+ * 2^18) and long enough in k to be cut (641 = 320 + 320 + 1): 1 when every bit agrees. */
+static int self_test(void) {
+  enum { M = 13, N = 29, K = 641 };
+  static float a[M * K], b[K * N], c0[M * N], c1[M * N];
+  static float buf[GEMM_P * GEMM_Q + GEMM_Q * (M + UNROLL_N)];
+  for (int i = 0; i < M * K; i++) a[i] = (float)((i * 7919) % 1009) / 97.0f - 5.0f;
+  for (int i = 0; i < K * N; i++) b[i] = (float)((i * 104729) % 997) / 89.0f - 5.5f;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, M, N, K, 1.0f, a, K, b, N, 0.0f, c0, N);
+  ufp4_pgemm(UFP4_GEMM_N, UFP4_GEMM_N, M, N, K, a, K, b, N, 0.0f, c1, N, UFP4_PACK_PLAIN, buf);
+  return memcmp(c0, c1, sizeof c0) == 0;
+}
+
+/* The Haswell kernels of the OpenBLAS that holds cblas_sgemm (not another one the process may have
+ * loaded), when it is the 0.3.21 DYNAMIC_ARCH build whose driver ufp4_pgemm copies and a product
+ * agrees with cblas_sgemm bit for bit. */
 static void resolve(void) {
   static const char *const names[4] = {"sgemm_incopy_HASWELL", "sgemm_itcopy_HASWELL", "sgemm_oncopy_HASWELL",
                                        "sgemm_otcopy_HASWELL"};
-  kernel = (kernel_fn)dlsym(RTLD_DEFAULT, "sgemm_kernel_HASWELL");
-  beta_op = (beta_fn)dlsym(RTLD_DEFAULT, "sgemm_beta_HASWELL");
-  for (int i = 0; i < 4; i++) copies[i] = (ufp4_blas_copy_fn)dlsym(RTLD_DEFAULT, names[i]);
-  ready = kernel && beta_op && strcmp(ufp4_blas_core(), "Haswell") == 0;
+  const char *config = openblas_get_config();
+  if (!config || !strstr(config, "OpenBLAS 0.3.21") || !strstr(config, "DYNAMIC_ARCH") ||
+      strcmp(ufp4_blas_core(), "Haswell") != 0)
+    return;
+  Dl_info info;
+  void *lib = dladdr((void *)cblas_sgemm, &info) && info.dli_fname ? dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD)
+                                                                   : NULL;
+  if (!lib) return;
+  kernel = (kernel_fn)dlsym(lib, "sgemm_kernel_HASWELL");
+  beta_op = (beta_fn)dlsym(lib, "sgemm_beta_HASWELL");
+  for (int i = 0; i < 4; i++) copies[i] = (ufp4_blas_copy_fn)dlsym(lib, names[i]);
+  ready = kernel && beta_op && self_test();
+  dlclose(lib); /* RTLD_NOLOAD took a reference; the library stays loaded, cblas_sgemm is in it */
   const char *on = getenv("UFP4_PACKED_GEMM");
-  if (on && !strcmp(on, "1")) __atomic_store_n(&enabled, 1, __ATOMIC_RELAXED);
+  if (ready && on && !strcmp(on, "1")) __atomic_store_n(&enabled, 1, __ATOMIC_RELAXED);
 }
 
 int ufp4_pgemm_ready(void) {

@@ -10,8 +10,10 @@
  * and the same bits as cblas_sgemm run on one thread (tests/test_pgemm.c, against cblas_sgemm and
  * against OpenBLAS's own packing routines). The packing applies xform to each element on the way.
  *
- * Only under the Haswell kernel set (the one the ufp4 executable pins) with the symbol found: then
- * ufp4_pgemm_ready() is 1; otherwise callers keep the OpenBLAS path. */
+ * Only under the Haswell kernel set (the one the ufp4 executable pins) of OpenBLAS 0.3.21's
+ * DYNAMIC_ARCH build, with the symbols found in the library that holds cblas_sgemm and one product
+ * checked against it bit for bit at first use: then ufp4_pgemm_ready() is 1; otherwise callers keep
+ * the OpenBLAS path. */
 #ifndef UFP4_LINEAR_PACKED_GEMM_INTERNAL_H
 #define UFP4_LINEAR_PACKED_GEMM_INTERNAL_H
 

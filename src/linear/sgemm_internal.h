@@ -18,8 +18,10 @@
  * multiple of 12 meets the same runs, each element goes through the same kernel path, and the
  * reduction over k (cut by k alone) is unchanged. tests/test_sgemm_pieces.c checks it against the
  * whole tiles over the linear layer's shapes and more, in all four orientations. The pieces depend
- * on the shape and the kernel set only, never on the thread count. Under any other kernel set this
- * is ufp4_sgemm. */
+ * on the shape and the kernel set; they are cut only when the call has more than one thread to share
+ * them (on one thread a piece costs a repacking of op(B)), which is safe for determinism because
+ * the pieces give the whole tiles' bits (the test compares 1 and 2 threads too). Under any other
+ * kernel set this is ufp4_sgemm. */
 void ufp4_sgemm_pieces(ufp4_gemm_trans ta, ufp4_gemm_trans tb, size_t m, size_t n, size_t k, float alpha,
                        const float *A, size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc);
 
@@ -32,8 +34,8 @@ int ufp4_sgemm_packed(ufp4_gemm_trans ta, ufp4_gemm_trans tb, size_t m, size_t n
                       size_t lda, const float *B, size_t ldb, float beta, float *C, size_t ldc,
                       ufp4_pack_xform xform);
 
-/* The same pieces as row ranges [i0, i0 + rows) of C, for the tests: fills up to max pieces and
- * returns their count (0 when the grid is not cut). */
+/* The pieces as row ranges [i0, i0 + rows) of C (whatever the thread count), for the tests: fills
+ * them (max must be at least 16) and returns their count (0 when the grid is not cut). */
 size_t ufp4_sgemm_pieces_rows(size_t m, size_t n, size_t *i0, size_t *rows, size_t max);
 
 #endif

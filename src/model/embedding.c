@@ -8,7 +8,8 @@
 /* The unit of dwte's columns shared out over the threads (16: one cache line when the rows are
  * aligned), and the size below which the backward pass runs on one thread. It is a scatter-add of
  * one row per token, bound by memory latency: at the study's sizes (1024 tokens of d = 64 or 128)
- * two threads took 1.2-3x longer than one (`ufp4 bench kernels`, docs/PERFORMANCE.md). */
+ * two threads gained nothing (1 thread / 2 threads 0.53-1.20 over four measurements: `ufp4 bench
+ * kernels`, docs/PERFORMANCE.md). */
 #define EMB_COL_BLOCK 16
 #define EMB_PARALLEL_MIN ((size_t)1 << 20)
 
