@@ -36,7 +36,7 @@ cd "$(dirname "$0")/.."
 # compare keeps and resumes their runs as its own (--same-bits-as), and a run one of them resumed
 # records both ("9d13365e3ac8+e218835c8649").
 STUDY_COMMIT=${STUDY_COMMIT:-e218835c864984aa5cfd9cf006bf706578f6ff07}
-SAME_BITS_AS=${SAME_BITS_AS:-9d13365e3ac8,1689742253fe}
+SAME_BITS_AS=${SAME_BITS_AS-9d13365e3ac8,1689742253fe}
 seeds=${1:-12}
 np=${STUDY_NP:-2}
 out=${STUDY_OUT:-reports/study}
