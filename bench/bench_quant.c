@@ -1,7 +1,9 @@
 /* Quantizer throughput: ufp4_fake_quant per grid x scale x thread count, the cost of fusing
- * RHT16 into it, and a memcpy of the same bytes as the bandwidth bound. Each figure is the median
- * of `reps` timed calls after one untimed warm-up call (page faults, caches, thread start-up). */
+ * RHT16 into it, a memcpy of the same bytes as the bandwidth bound, and the most quantizing while
+ * packing could save (bench_strips.c). Each figure is the median of `reps` timed calls after one
+ * untimed warm-up call (page faults, caches, thread start-up). */
 #include "bench_quant.h"
+#include "bench_strips.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -110,7 +112,7 @@ int ufp4_bench_quant(const ufp4_bench_quant_opts *o, FILE *out) {
           o->rows, o->cols, (double)n / 1e6, mb, mb, o->reps);
   fprintf(out, "memcpy of the same %.1f MB (1 thread): %.3f ms = %.2f GB/s read+write, %.3f G elements/s\n\n", mb,
           1e3 * t_mem, 2 * mb / 1e3 / t_mem, (double)n / 1e9 / t_mem);
-  cJSON *jres = NULL, *jfuse = NULL;
+  cJSON *jres = NULL, *jfuse = NULL, *jstrips = NULL;
   if (root) {
     cJSON_AddNumberToObject(root, "rows", (double)o->rows);
     cJSON_AddNumberToObject(root, "cols", (double)o->cols);
@@ -120,6 +122,7 @@ int ufp4_bench_quant(const ufp4_bench_quant_opts *o, FILE *out) {
     cJSON_AddNumberToObject(jm, "gbytes_per_s_rw", 2 * mb / 1e3 / t_mem);
     jres = cJSON_AddArrayToObject(root, "quant");
     jfuse = cJSON_AddArrayToObject(root, "rht16_fusion");
+    jstrips = cJSON_AddArrayToObject(root, "strips");
   }
 
   fprintf(out, "%7s  %-5s %-11s %10s %9s %9s\n", "threads", "grid", "scale", "G elem/s", "ms", "x memcpy");
@@ -174,7 +177,7 @@ int ufp4_bench_quant(const ufp4_bench_quant_opts *o, FILE *out) {
       }
     }
   }
-  if (rc) goto done;
+  if (rc || (rc = ufp4_bench_quant_strips(o->reps, out, jstrips))) goto done;
 
   if (root) {
     char *s = cJSON_Print(root);

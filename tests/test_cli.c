@@ -489,17 +489,16 @@ static int teardown(void **state) {
 }
 
 /* ---- (7) bench kernels: every kernel timed at 1 and 2 threads, one row each in the JSON ---- */
-static void test_bench_kernels(void **state) {
-  (void)state;
+/* Runs `ufp4 bench ARGS --json FILE`, checks that its output names every one of names[0..n), and
+ * returns the parsed JSON. */
+static cJSON *bench_json(const char *args, const char *file, const char *const *names, size_t n_names) {
   char json[600];
-  path_in_tmp(json, sizeof json, "kernels.json");
+  path_in_tmp(json, sizeof json, file);
   char *so = NULL;
-  assert_int_equal(run(&so, NULL, "bench kernels --reps 1 --shape 16x64 --threads 2 --json '%s'", json), 0);
+  assert_int_equal(run(&so, NULL, "bench %s --json '%s'", args, json), 0);
   assert_non_null(so);
-  const char *names[] = {"rmsnorm bwd", "attention fwd", "swiglu bwd", "quant e2m1 SR columns",
-                         "linear qkv e2m1 Wgrad", "grad norm + AdamW"};
-  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-    if (!strstr(so, names[i])) fail_msg("bench kernels printed no row '%s'", names[i]);
+  for (size_t i = 0; i < n_names; i++)
+    if (!strstr(so, names[i])) fail_msg("bench %s printed no '%s':\n%s", args, names[i], so);
   free(so);
   size_t n = 0;
   char *text = slurp(json, &n);
@@ -507,6 +506,15 @@ static void test_bench_kernels(void **state) {
   cJSON *j = cJSON_Parse(text);
   free(text);
   assert_non_null(j);
+  return j;
+}
+
+static void test_bench_kernels(void **state) {
+  (void)state;
+  const char *names[] = {"rmsnorm bwd", "attention fwd", "swiglu bwd", "quant e2m1 SR columns",
+                         "linear qkv e2m1 Wgrad", "grad norm + AdamW"};
+  cJSON *j = bench_json("kernels --reps 1 --shape 16x64 --threads 2", "kernels.json", names,
+                        sizeof names / sizeof *names);
   assert_int_equal(cJSON_GetObjectItemCaseSensitive(j, "threads")->valueint, 2);
   const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "kernels"), *r;
   /* 27 kernels, and 3 more where the packed GEMM is available (packed_gemm_internal.h). */
@@ -516,6 +524,25 @@ static void test_bench_kernels(void **state) {
     assert_true(cJSON_GetObjectItemCaseSensitive(r, "us_1_thread")->valuedouble > 0);
     assert_true(cJSON_GetObjectItemCaseSensitive(r, "us_n_threads")->valuedouble > 0);
   }
+  cJSON_Delete(j);
+}
+
+/* ---- (8) bench quant's last table: the quantize-while-packing bound, one row per operand and rounding ---- */
+static void test_bench_quant_strips(void **state) {
+  (void)state;
+  const char *names[] = {"quantize while packing", "16x64 q,k,v X", "llmc down X"};
+  cJSON *j = bench_json("quant --rows 16 --cols 64 --reps 1 --threads 1", "quant.json", names,
+                        sizeof names / sizeof *names);
+  const cJSON *rows = cJSON_GetObjectItemCaseSensitive(j, "strips"), *r;
+  assert_int_equal(cJSON_GetArraySize(rows), 8); /* 4 operands x RNE, SR */
+  int sr = 0;
+  cJSON_ArrayForEach(r, rows) {
+    assert_true(cJSON_GetObjectItemCaseSensitive(r, "full_s")->valuedouble > 0);
+    assert_true(cJSON_GetObjectItemCaseSensitive(r, "strips_s")->valuedouble > 0);
+    assert_true(cJSON_GetObjectItemCaseSensitive(r, "gemm_s")->valuedouble > 0);
+    sr += !strcmp(cJSON_GetObjectItemCaseSensitive(r, "round")->valuestring, "sr");
+  }
+  assert_int_equal(sr, 4);
   cJSON_Delete(j);
 }
 
@@ -529,7 +556,7 @@ int main(void) {
       cmocka_unit_test(test_formats_json),      cmocka_unit_test(test_bias_reversal),
       cmocka_unit_test(test_quantize_exact_rne), cmocka_unit_test(test_quantize_packed), cmocka_unit_test(test_quantize_packed_4over6),
       cmocka_unit_test(test_errors),            cmocka_unit_test(test_bias_layers),
-      cmocka_unit_test(test_bench_kernels),
+      cmocka_unit_test(test_bench_kernels),     cmocka_unit_test(test_bench_quant_strips),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
