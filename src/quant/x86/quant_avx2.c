@@ -326,8 +326,22 @@ INL void load_soa_strided(const float *p, size_t stride, __m256 *v) {
   }
 }
 
+/* One half of load_soa_strided: v[e] = element 8 half + e of blocks 0..7. */
+INL void load_half_strided(const float *p, size_t stride, int half, __m256 *v) {
+#pragma GCC unroll 8
+  for (int b = 0; b < 8; b++) v[b] = _mm256_loadu_ps(p + b * stride + 8 * half);
+  tr8(v);
+}
+
 /* 8 blocks of 16 (128 floats at p) to v[k] = element k of blocks 0..7, and back. */
 INL void load_soa(const float *p, __m256 *v) { load_soa_strided(p, 16, v); }
+
+/* One half of store_soa: element 8 half + e of blocks 0..7 from v[e] (v is transposed in place). */
+INL void store_half(float *p, __m256 *v, int half) {
+  tr8(v);
+#pragma GCC unroll 8
+  for (int b = 0; b < 8; b++) _mm256_storeu_ps(p + 16 * b + 8 * half, v[b]);
+}
 
 INL void store_soa(float *p, const __m256 *v) {
   __m256 lo[8], hi[8];
@@ -605,11 +619,14 @@ INL void group16(const ufp4_qjob *j, const qk *k, const float *src, const uint32
     ok = scales_mx(j, j->g, amax, bad, &sc, &en, bits);
     mul = 1;
   }
+  /* The random bits in the same layout as v. When only the dequantized values need them (no 4/6,
+   * no codes) they are loaded half by half where y is computed: 16 fewer live vectors in a kernel
+   * that has only 16 registers (docs/PERFORMANCE.md, "The small-model targets"). */
+  const int rb_by_half = rb && !j->g4 && !j->codes;
+  const size_t rb_stride = cm ? cm->rb_stride : 16;
   __m256 rbv[16];
-  if (rb && cm)
-    load_soa_strided((const float *)rb, cm->rb_stride, rbv);
-  else if (rb)
-    load_soa((const float *)rb, rbv);
+  if (rb && !rb_by_half)
+    load_soa_strided((const float *)rb, rb_stride, rbv);
   else
     for (int e = 0; e < 16; e++) rbv[e] = _mm256_setzero_ps();
   if (ok && j->g4) { /* 4/6: the 8 blocks' two candidates at once; folding is not worth it here */
@@ -622,7 +639,8 @@ INL void group16(const ufp4_qjob *j, const qk *k, const float *src, const uint32
     uint32_t rbuf[128];
     if (folded) scale_all(v, quarter);
     store_soa(buf, v);
-    if (rb) store_soa((float *)rbuf, rbv);
+    if (rb) /* block b's bits: store_soa of load_soa_strided's layout */
+      for (int b = 0; b < 8; b++) memcpy(rbuf + 16 * b, rb + (size_t)b * rb_stride, 16 * sizeof *rbuf);
     ufp4_qjob one = *j; /* a job of one 16-element row, writing into yb */
     one.cols = 16;
     one.y = yb;
@@ -651,20 +669,26 @@ INL void group16(const ufp4_qjob *j, const qk *k, const float *src, const uint32
   if (j->scales) _mm256_storeu_ps(j->scales + sidx, sc);
   if (j->scale_bits) memcpy(j->scale_bits + sidx, bits, 8);
 
-  __m256 yv[16], cv[16];
+  __m256 cv[16];
   const size_t o = r * j->cols + c0;
-  if (j->y) {
+  if (j->y) { /* in two halves of 8 elements, each stored as soon as it is computed */
     const int clamp = need_clamp(sc);
-#pragma GCC unroll 16
-    for (int e = 0; e < 16; e++) {
-      __m256 t = mul ? _mm256_mul_ps(v[e], en) : _mm256_div_ps(v[e], div);
-      yv[e] = y_of_t(k, t, _mm256_castps_si256(rbv[e]), sc, clamp, mode, gc);
-    }
-    if (cm) {
-#pragma GCC unroll 16
-      for (int e = 0; e < 16; e++) _mm256_storeu_ps(cm->y + (size_t)e * cm->ld, yv[e]);
-    } else {
-      store_soa(j->y + o, yv);
+#pragma GCC unroll 2
+    for (int h = 0; h < 2; h++) {
+      __m256 rh[8], yh[8];
+      if (rb_by_half) load_half_strided((const float *)rb, rb_stride, h, rh);
+#pragma GCC unroll 8
+      for (int e = 0; e < 8; e++) {
+        const __m256 ve = v[8 * h + e];
+        __m256 t = mul ? _mm256_mul_ps(ve, en) : _mm256_div_ps(ve, div);
+        yh[e] = y_of_t(k, t, _mm256_castps_si256(rb_by_half ? rh[e] : rbv[8 * h + e]), sc, clamp, mode, gc);
+      }
+      if (cm) {
+#pragma GCC unroll 8
+        for (int e = 0; e < 8; e++) _mm256_storeu_ps(cm->y + (size_t)(8 * h + e) * cm->ld, yh[e]);
+      } else {
+        store_half(j->y + o, yh, h);
+      }
     }
   }
   if (j->codes) {
