@@ -5,29 +5,45 @@
 #
 #   results/study/L<L>-seeds<a>-<b>.tar.xz    the run folders L<L>/runs/<recipe>/seed<a|b>
 #                                             without their checkpoints
+#   results/study/L<L>-seed<n>.tar.xz         an odd final n's last seed, alone (its pair
+#                                             seed n+1 is never run)
 #   results/study/drift-seed<s>.tar.xz        drift/seed<s> once its drift.json exists
 #
 # Unpacking them under reports/study (tar -C reports/study -xJf ...) gives back the folders that
 # `ufp4 study` reads. Nothing is read or printed but file names: the study stays blinded
 # (docs/STUDY.md, section 6). The interim reports are not packed.
 #
-#   scripts/study_archive.sh [OUT]     OUT = the study folder (default reports/study)
+#   scripts/study_archive.sh [OUT] [SEEDS]
+#       OUT    the study folder (default reports/study)
+#       SEEDS  the study's final number of seeds, as passed to scripts/study.sh (default 24, the
+#              cap: seeds are then packed in pairs only); with an odd SEEDS the last seed is
+#              packed alone once it is finished at that depth
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-reports/study}
+seeds=${2:-24}
+if [[ ! "$seeds" =~ ^[0-9]+$ ]] || ((seeds < 1 || seeds > 24)); then
+  echo "study_archive.sh: SEEDS must be 1..24, not '$seeds'" >&2
+  exit 2
+fi
 dest=results/study
 recipes=(fp32 bf16 e2m1 ufp4 nvfp4 e2m1_scale_nvfp4 e2m1_tile2d_1)
 mkdir -p "$dest"
 finished() { [[ -f $1/run.json ]] && grep -q '"state":[[:space:]]*"finished"' "$1/run.json"; }
 made=0
 for L in 2 4 8 16; do
-  for ((a = 1; a <= 24; a += 2)); do
+  for ((a = 1; a <= seeds; a += 2)); do
     b=$((a + 1))
     file=$dest/L$L-seeds$a-$b.tar.xz
+    pair=($a $b)
+    if ((b > seeds)); then # an odd final n: its last seed alone
+      file=$dest/L$L-seed$a.tar.xz
+      pair=($a)
+    fi
     [[ -f $file ]] && continue
     dirs=()
     for r in "${recipes[@]}"; do
-      for s in $a $b; do
+      for s in "${pair[@]}"; do
         d=L$L/runs/$r/seed$s
         finished "$out/$d" || continue 3
         dirs+=("$d")

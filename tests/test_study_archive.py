@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""scripts/study_archive.sh, run on a copy of the script in a scratch tree: a seed pair is packed
+once every run of the pair at a depth has finished, without checkpoints, and never again; an
+unfinished run holds its pair back; with an odd SEEDS the last seed is packed alone; a bad SEEDS
+is refused with exit 2; and nothing printed names a loss (the study's blinding)."""
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+SRC = os.environ.get("UFP4_SOURCE_DIR", os.path.join(os.path.dirname(__file__), ".."))
+RECIPES = ["fp32", "bf16", "e2m1", "ufp4", "nvfp4", "e2m1_scale_nvfp4", "e2m1_tile2d_1"]
+
+
+def make_run(top, depth, recipe, seed, state="finished"):
+    d = os.path.join(top, "L%d" % depth, "runs", recipe, "seed%d" % seed)
+    os.makedirs(os.path.join(d, "ckpt"))
+    with open(os.path.join(d, "run.json"), "w") as f:
+        f.write('{"commit": "x", "state": "%s", "final_loss": 3.25}' % state)
+    with open(os.path.join(d, "ckpt", "step-2000.ckpt"), "w") as f:
+        f.write("weights")
+
+
+def main():
+    failures = []
+
+    def check(cond, what):
+        if not cond:
+            failures.append(what)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        os.makedirs(os.path.join(tmp, "scripts"))
+        script = os.path.join(tmp, "scripts", "study_archive.sh")
+        shutil.copy(os.path.join(SRC, "scripts", "study_archive.sh"), script)
+        out = os.path.join(tmp, "study")
+        for r in RECIPES:
+            for s in (1, 2, 3):
+                make_run(out, 2, r, s)
+            make_run(out, 4, r, 1)
+            make_run(out, 4, r, 2, "running" if r == "nvfp4" else "finished")
+
+        def archive(*args):
+            p = subprocess.run(["bash", script, out, *args], capture_output=True, text=True)
+            return p.returncode, p.stdout + p.stderr
+
+        dest = os.path.join(tmp, "results", "study")
+        rc, text = archive("3")
+        check(rc == 0, "SEEDS 3: exit %d: %s" % (rc, text))
+        got = sorted(os.listdir(dest)) if os.path.isdir(dest) else []
+        check(got == ["L2-seed3.tar.xz", "L2-seeds1-2.tar.xz"],
+              "SEEDS 3 packed %s, not L2-seeds1-2 and L2-seed3 (L4 has an unfinished run)" % got)
+        check("3.25" not in text, "the output shows a loss: %s" % text)
+        if "L2-seeds1-2.tar.xz" in got:
+            with tarfile.open(os.path.join(dest, "L2-seeds1-2.tar.xz")) as t:
+                names = t.getnames()
+            runs = {n for n in names if n.endswith("/run.json")}
+            check(len(runs) == 14, "the pair's archive holds %d runs, not 14" % len(runs))
+            check(not any("ckpt" in n for n in names),
+                  "a checkpoint was packed: %s" % [n for n in names if "ckpt" in n][:3])
+            check(not any("seed3" in n for n in names), "seed 3 went into the pair's archive")
+        if "L2-seed3.tar.xz" in got:
+            with tarfile.open(os.path.join(dest, "L2-seed3.tar.xz")) as t:
+                runs = {n for n in t.getnames() if n.endswith("/run.json")}
+            check(len(runs) == 7 and all("/seed3/" in n for n in runs),
+                  "the odd seed's archive holds %s" % sorted(runs))
+
+        before = {f: os.path.getmtime(os.path.join(dest, f)) for f in os.listdir(dest)}
+        rc, text = archive("3")
+        check(rc == 0 and "0 new archive" in text, "a second call packed again: %s" % text)
+        check(before == {f: os.path.getmtime(os.path.join(dest, f)) for f in os.listdir(dest)},
+              "a second call rewrote an archive")
+
+        shutil.rmtree(dest)
+        rc, text = archive()  # default: pairs only, so seed 3 waits for seed 4
+        got = sorted(os.listdir(dest))
+        check(rc == 0 and got == ["L2-seeds1-2.tar.xz"], "no SEEDS packed %s (%s)" % (got, text))
+
+        for bad in ("0", "25", "x"):
+            rc, text = archive(bad)
+            check(rc == 2 and "SEEDS" in text, "SEEDS %s: exit %d, %s" % (bad, rc, text))
+
+    for f in failures:
+        print("FAIL:", f)
+    print("test_study_archive: %d failure(s)" % len(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
