@@ -1,6 +1,6 @@
 /* Quantizer throughput: ufp4_fake_quant per grid x scale x thread count, the cost of fusing
- * RHT16 into it, a memcpy of the same bytes as the bandwidth bound, and the most quantizing while
- * packing could save (bench_strips.c). Each figure is the median of `reps` timed calls after one
+ * RHT16 into it, a memcpy of the same bytes as the bandwidth bound, and what quantizing while
+ * packing would save (bench_strips.c). Each figure is the median of `reps` timed calls after one
  * untimed warm-up call (page faults, caches, thread start-up). */
 #include "bench_quant.h"
 #include "bench_strips.h"

@@ -488,7 +488,6 @@ static int teardown(void **state) {
   return system(cmd) == 0 ? 0 : -1;
 }
 
-/* ---- (7) bench kernels: every kernel timed at 1 and 2 threads, one row each in the JSON ---- */
 /* Runs `ufp4 bench ARGS --json FILE`, checks that its output names every one of names[0..n), and
  * returns the parsed JSON. */
 static cJSON *bench_json(const char *args, const char *file, const char *const *names, size_t n_names) {
@@ -509,6 +508,7 @@ static cJSON *bench_json(const char *args, const char *file, const char *const *
   return j;
 }
 
+/* ---- (7) bench kernels: every kernel timed at 1 and 2 threads, one row each in the JSON ---- */
 static void test_bench_kernels(void **state) {
   (void)state;
   const char *names[] = {"rmsnorm bwd", "attention fwd", "swiglu bwd", "quant e2m1 SR columns",
@@ -539,6 +539,8 @@ static void test_bench_quant_strips(void **state) {
   cJSON_ArrayForEach(r, rows) {
     assert_true(cJSON_GetObjectItemCaseSensitive(r, "full_s")->valuedouble > 0);
     assert_true(cJSON_GetObjectItemCaseSensitive(r, "strips_s")->valuedouble > 0);
+    assert_true(cJSON_GetObjectItemCaseSensitive(r, "reread_full_s")->valuedouble > 0);
+    assert_true(cJSON_GetObjectItemCaseSensitive(r, "reread_strip_s")->valuedouble > 0);
     assert_true(cJSON_GetObjectItemCaseSensitive(r, "gemm_s")->valuedouble > 0);
     sr += !strcmp(cJSON_GetObjectItemCaseSensitive(r, "round")->valuestring, "sr");
   }
