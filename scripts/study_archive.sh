@@ -22,8 +22,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-reports/study}
 seeds=${2:-24}
-if [[ ! "$seeds" =~ ^[0-9]+$ ]] || ((seeds < 1 || seeds > 24)); then
+if [[ ! "$seeds" =~ ^[0-9]+$ ]] || ((10#$seeds < 1 || 10#$seeds > 24)); then
   echo "study_archive.sh: SEEDS must be 1..24, not '$seeds'" >&2
+  exit 2
+fi
+seeds=$((10#$seeds)) # "08" is 8, not an octal error
+# An odd SEEDS packs its last seed alone; a run of seed SEEDS+1 means SEEDS is not the final n, and
+# that seed would end up in two archives once its pair is packed. Checked before anything is packed.
+if ((seeds % 2)) && compgen -G "$out/L*/runs/*/seed$((seeds + 1))" >/dev/null; then
+  echo "study_archive.sh: SEEDS $seeds is odd, but seed $((seeds + 1)) has runs in $out:" \
+    "SEEDS must be the study's final number of seeds" >&2
   exit 2
 fi
 dest=results/study

@@ -77,7 +77,22 @@ def main():
         got = sorted(os.listdir(dest))
         check(rc == 0 and got == ["L2-seeds1-2.tar.xz"], "no SEEDS packed %s (%s)" % (got, text))
 
-        for bad in ("0", "25", "x"):
+        # An odd SEEDS below the seeds that were run is refused, before anything is packed.
+        for r in RECIPES:
+            make_run(out, 2, r, 4)
+        shutil.rmtree(dest)
+        rc, text = archive("3")
+        check(rc == 2 and "seed 4" in text, "SEEDS 3 with seed 4 run: exit %d, %s" % (rc, text))
+        check(not os.path.exists(dest) or not os.listdir(dest), "SEEDS 3 with seed 4 run packed %s" % (
+            os.listdir(dest) if os.path.exists(dest) else []))
+        rc, text = archive("04")  # a leading zero is decimal
+        check(rc == 0 and sorted(os.listdir(dest)) == ["L2-seeds1-2.tar.xz", "L2-seeds3-4.tar.xz"],
+              "SEEDS 04: exit %d, %s, %s" % (rc, sorted(os.listdir(dest)), text))
+        shutil.rmtree(dest)
+        rc, text = archive("08")  # not an invalid octal number
+        check(rc == 0 and "2 new archive" in text and "error" not in text, "SEEDS 08: exit %d, %s" % (rc, text))
+
+        for bad in ("0", "25", "x", "08x", "00"):
             rc, text = archive(bad)
             check(rc == 2 and "SEEDS" in text, "SEEDS %s: exit %d, %s" % (bad, rc, text))
 
