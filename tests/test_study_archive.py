@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
-"""scripts/study_archive.sh, run on a copy of the script in a scratch tree: a seed pair is packed
-once every run of the pair at a depth has finished, without checkpoints, and never again; an
-unfinished run holds its pair back; with an odd SEEDS the last seed is packed alone; a bad SEEDS
-is refused with exit 2; and nothing printed names a loss (the study's blinding)."""
+"""scripts/study_archive.sh and scripts/study_restore.sh, run on copies of the scripts in a scratch
+tree. Archive: a seed pair is packed once every run of the pair at a depth has finished, without
+checkpoints, and never again; an unfinished run holds its pair back; with an odd SEEDS the last
+seed is packed alone; a bad SEEDS is refused with exit 2. Restore: the folders the study folder
+lacks come back byte for byte, one that exists is left as it is, and a second call unpacks
+nothing. Nothing printed names a loss (the study's blinding)."""
 import os
 import shutil
 import subprocess
@@ -34,6 +36,8 @@ def main():
         os.makedirs(os.path.join(tmp, "scripts"))
         script = os.path.join(tmp, "scripts", "study_archive.sh")
         shutil.copy(os.path.join(SRC, "scripts", "study_archive.sh"), script)
+        restore = os.path.join(tmp, "scripts", "study_restore.sh")
+        shutil.copy(os.path.join(SRC, "scripts", "study_restore.sh"), restore)
         out = os.path.join(tmp, "study")
         for r in RECIPES:
             for s in (1, 2, 3):
@@ -95,6 +99,42 @@ def main():
         for bad in ("0", "25", "x", "08x", "00"):
             rc, text = archive(bad)
             check(rc == 2 and "SEEDS" in text, "SEEDS %s: exit %d, %s" % (bad, rc, text))
+
+        # Restore into a study folder that lost some runs and holds a different copy of another.
+        def files(top):
+            got = {}
+            for dirpath, _, names in os.walk(top):
+                for n in names:
+                    path = os.path.join(dirpath, n)
+                    with open(path, "rb") as fh:
+                        got[os.path.relpath(path, top)] = fh.read()
+            return got
+
+        packed = {k: v for k, v in files(out).items() if "/ckpt/" not in k and k.startswith("L2/")
+                  and ("/seed1/" in k or "/seed2/" in k)}
+        shutil.rmtree(os.path.join(out, "L2", "runs", "e2m1", "seed1"))
+        shutil.rmtree(os.path.join(out, "L2", "runs", "ufp4"))
+        kept = os.path.join(out, "L2", "runs", "fp32", "seed2", "run.json")
+        with open(kept, "w") as fh:
+            fh.write('{"state": "running"}')
+
+        def do_restore():
+            p = subprocess.run(["bash", restore, out], capture_output=True, text=True)
+            return p.returncode, p.stdout + p.stderr
+
+        rc, text = do_restore()
+        check(rc == 0 and "restored 3 folder(s)" in text, "restore: exit %d, %s" % (rc, text))
+        now = files(out)
+        for k, v in packed.items():
+            if k == "L2/runs/fp32/seed2/run.json":
+                check(now.get(k) == b'{"state": "running"}', "restore overwrote a folder that exists")
+            else:
+                check(now.get(k) == v, "restore did not bring back %s" % k)
+        check(not os.path.exists(os.path.join(out, "L2", "runs", "ufp4", "seed1", "ckpt")),
+              "restore made a checkpoint folder")
+        rc, text = do_restore()
+        check(rc == 0 and "0 archive(s)" in text, "a second restore unpacked again: %s" % text)
+        check("3.25" not in text, "restore printed a loss: %s" % text)
 
     for f in failures:
         print("FAIL:", f)
