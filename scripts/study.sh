@@ -25,8 +25,13 @@
 # --batches 32` measures e2m1 and ufp4 at its final weights into OUT/drift/seed<N>/ (drift.json for
 # `ufp4 study --drift`). Its printed table is a primary result too, so it goes to a log there.
 #
+# A machine without the study folder (a fresh clone) first gets the packed runs of results/study/
+# back (scripts/study_restore.sh): compare then finds them finished and goes on from there.
+#
 # Environment: STUDY_NP (ranks; 1 = no mpirun, OpenMP threads instead), STUDY_OUT (default
-# reports/study), STUDY_DATA (default data/shards/sotu-bpe2048, which `make run` prepares).
+# reports/study), STUDY_DATA (default data/shards/sotu-bpe2048, which `make run` prepares),
+# STUDY_COMMIT (the study's binary; below), SAME_BITS_AS (below; set and empty: no
+# --same-bits-as).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,10 +49,11 @@ data=${STUDY_DATA:-data/shards/sotu-bpe2048}
 src=.study/src
 bin=.study/build/ufp4
 
-if [[ ! "$seeds" =~ ^[0-9]+$ ]] || ((seeds < 1 || seeds > 24)); then
+if [[ ! "$seeds" =~ ^[0-9]+$ ]] || ((10#$seeds < 1 || 10#$seeds > 24)); then
   echo "study.sh: SEEDS must be 1..24 (docs/STUDY.md caps stage 2 at 24), not '$seeds'" >&2
   exit 2
 fi
+seeds=$((10#$seeds)) # "08" is 8, not an octal error
 if [[ ! -f "$data/train.tok" ]]; then
   echo "study.sh: no token shards at $data (run 'make run' once, or set STUDY_DATA)" >&2
   exit 2
@@ -62,6 +68,7 @@ if [[ ! -x "$bin" ]] || ! "$bin" version | grep -q "commit ${STUDY_COMMIT:0:12}"
   cmake --build .study/build -j"$(nproc)" --target ufp4 >/dev/null
 fi
 "$bin" version
+scripts/study_restore.sh "$out"
 
 launch=("$bin")
 if ((np > 1)); then
