@@ -12,6 +12,9 @@ import sys
 import tarfile
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from py_checks import check, finish  # noqa: E402
+
 SRC = os.environ.get("UFP4_SOURCE_DIR", os.path.join(os.path.dirname(__file__), ".."))
 RECIPES = ["fp32", "bf16", "e2m1", "ufp4", "nvfp4", "e2m1_scale_nvfp4", "e2m1_tile2d_1"]
 
@@ -26,12 +29,6 @@ def make_run(top, depth, recipe, seed, state="finished"):
 
 
 def main():
-    failures = []
-
-    def check(cond, what):
-        if not cond:
-            failures.append(what)
-
     with tempfile.TemporaryDirectory() as tmp:
         os.makedirs(os.path.join(tmp, "scripts"))
         script = os.path.join(tmp, "scripts", "study_archive.sh")
@@ -136,11 +133,6 @@ def main():
         check(rc == 0 and "0 archive(s)" in text, "a second restore unpacked again: %s" % text)
         check("3.25" not in text, "restore printed a loss: %s" % text)
 
-    for f in failures:
-        print("FAIL:", f)
-    print("test_study_archive: %d failure(s)" % len(failures))
-    return 1 if failures else 0
-
 
 if __name__ == "__main__":
-    sys.exit(main())
+    finish("test_study_archive", main)
