@@ -9,8 +9,8 @@
 #                                             seed n+1 is never run)
 #   results/study/drift-seed<s>.tar.xz        drift/seed<s> once its drift.json exists
 #
-# Unpacking them under reports/study (tar -C reports/study -xJf ...) gives back the folders that
-# `ufp4 study` reads. Nothing is read or printed but file names: the study stays blinded
+# Unpacking them under reports/study (scripts/study_restore.sh, which study.sh runs first) gives
+# back the folders that `ufp4 study` reads. Nothing is read or printed but file names: the study stays blinded
 # (docs/STUDY.md, section 6). The interim reports are not packed.
 #
 #   scripts/study_archive.sh [OUT] [SEEDS]
