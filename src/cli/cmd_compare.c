@@ -5,6 +5,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/run_share.h"
 #include "cli/train_flags.h"
 #include "ufp4/dist.h"
 #include "ufp4/compare.h"
@@ -92,8 +93,7 @@ int ufp4_cmd_compare(int argc, char **argv) {
   o.command = command;
   ufp4_compare_result res;
   const int rc = ufp4_compare_run(&o, &res);
-  ufp4_dist_finalize(); /* this process makes no other collective call */
-  if (rc) return res.rank ? 1 : cli_error("compare", NULL);
+  if (cli_ranks_end("compare", rc, res.rank)) return 1;
   if (res.report) {
     ufp4_report_print_table(res.report, stdout);
     printf("\nreport: %s/report.html (and report.md, report.json); %.1f minutes\n", o.out_dir,

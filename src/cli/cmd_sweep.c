@@ -5,6 +5,7 @@
 
 #include "cli/args.h"
 #include "cli/commands.h"
+#include "cli/run_share.h"
 #include "cli/train_flags.h"
 #include "ufp4/dist.h"
 #include "ufp4/sweep.h"
@@ -59,8 +60,7 @@ int ufp4_cmd_sweep(int argc, char **argv) {
   }
   ufp4_sweep_result res;
   const int rc = ufp4_sweep_run(&o, &res);
-  ufp4_dist_finalize(); /* this process makes no other collective call */
-  if (rc) return res.rank ? 1 : cli_error("sweep", NULL);
+  if (cli_ranks_end("sweep", rc, res.rank)) return 1;
   if (res.rank) return 0;
   ufp4_sweep_print(&res, stdout);
   const char *plots = res.plotted ? ", sweep_loss.svg, sweep_gap.svg"

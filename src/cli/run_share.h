@@ -3,7 +3,9 @@
 #ifndef UFP4_CLI_RUN_SHARE_H
 #define UFP4_CLI_RUN_SHARE_H
 
+#include "cli/args.h"
 #include "report/run_share.h"
+#include "ufp4/dist.h"
 
 typedef ufp4_run_share cli_run_share;
 
@@ -11,5 +13,15 @@ static inline int cli_run_share_begin(cli_run_share *s, int threads) {
   return ufp4_run_share_begin(s, threads);
 }
 static inline void cli_run_share_end(cli_run_share *s) { ufp4_run_share_end(s); }
+
+/* Ends a command whose library call shared its runs over the ranks (compare, sweep); returns rc.
+ * Rank 0 reports a failure, which every rank has agreed, before MPI_Finalize: the first rank to
+ * exit non-zero makes mpirun abort the job, and Open MPI's MPI_Finalize waits for every rank to
+ * reach it, so the message is out before any rank can exit. */
+static inline int cli_ranks_end(const char *cmd, int rc, int rank) {
+  if (rc && rank == 0) cli_error(cmd, NULL);
+  ufp4_dist_finalize(); /* this process makes no other collective call */
+  return rc;
+}
 
 #endif
