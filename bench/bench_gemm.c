@@ -67,7 +67,7 @@ int ufp4_bench_gemm(const ufp4_bench_gemm_opts *o, FILE *out) {
                "same m x n x k; median of %d, %d threads\n", reps, ufp4_get_threads());
   int rc = 0;
   double *tv = malloc(2 * (size_t)reps * sizeof *tv);
-  if (!tv) return ufp4_fail(UFP4_ENOMEM, "bench gemm: out of memory");
+  if (!tv) return ufp4_fail(UFP4_ENOMEM, "out of memory");
   for (int si = 0; si < N_SHAPES && !rc; si++) {
     const layer_shape *s = &shapes[si];
     const size_t big = s->n * s->in > s->out * s->in ? s->n * s->in : s->out * s->in;
@@ -77,7 +77,7 @@ int ufp4_bench_gemm(const ufp4_bench_gemm_opts *o, FILE *out) {
     float *scratch = malloc(ufp4_linear_scratch_floats(s->n, s->in, s->out) * sizeof(float));
     float *A = malloc(big * sizeof(float)), *Bm = malloc(big * sizeof(float)), *C = malloc(big * sizeof(float));
     if (!X || !W || !dY || !Y || !dX || !dW || !scratch || !A || !Bm || !C) {
-      rc = ufp4_fail(UFP4_ENOMEM, "bench gemm: out of memory");
+      rc = ufp4_fail(UFP4_ENOMEM, "out of memory");
     } else {
       for (size_t i = 0; i < s->n * s->in; i++) X[i] = ufp4_philox_normal(1, 1, i);
       for (size_t i = 0; i < s->out * s->in; i++) W[i] = 0.02f * ufp4_philox_normal(1, 2, i);
@@ -174,7 +174,7 @@ int ufp4_bench_gemm(const ufp4_bench_gemm_opts *o, FILE *out) {
                  "and its SGEMM; x sgemm = recipe median / sgemm median\n");
   if (!rc && root) {
     char *txt = cJSON_Print(root);
-    rc = txt ? ufp4_write_file_atomic(o->json_path, txt, strlen(txt)) : ufp4_fail(UFP4_ENOMEM, "bench: out of memory");
+    rc = txt ? ufp4_write_file_atomic(o->json_path, txt, strlen(txt)) : ufp4_fail(UFP4_ENOMEM, "out of memory");
     free(txt);
     if (!rc) fprintf(out, "wrote %s\n", o->json_path);
   }

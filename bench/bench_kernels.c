@@ -237,7 +237,7 @@ static int kbuf_init(kbuf *b, const kshape *s) {
                   b->lscratch, b->p, b->pg, b->pm, b->pv};
   int ok = b->tok && b->tgt;
   for (size_t i = 0; i < sizeof chk / sizeof *chk; i++) ok = ok && chk[i];
-  if (!ok) return ufp4_fail(UFP4_ENOMEM, "bench kernels: out of memory");
+  if (!ok) return ufp4_fail(UFP4_ENOMEM, "out of memory");
   for (size_t i = 0; i < BT; i++) {
     b->tok[i] = (int32_t)(ufp4_philox_u32(5, 40, i) % (uint32_t)V);
     b->tgt[i] = (int32_t)(ufp4_philox_u32(5, 41, i) % (uint32_t)V);
@@ -286,7 +286,7 @@ int ufp4_bench_kernels(const ufp4_bench_kernels_opts *o, FILE *out) {
   double *t1 = malloc(2 * (size_t)reps * sizeof *t1);
   if (!t1) {
     cJSON_Delete(root);
-    return ufp4_fail(UFP4_ENOMEM, "bench kernels: out of memory");
+    return ufp4_fail(UFP4_ENOMEM, "out of memory");
   }
   double *tT = t1 + reps;
   fprintf(out, "ufp4 bench kernels: one call of each kernel at the sizes a training step uses, 1 thread against %d, "
@@ -338,7 +338,7 @@ int ufp4_bench_kernels(const ufp4_bench_kernels_opts *o, FILE *out) {
   free(t1);
   if (!rc && root) {
     char *text = cJSON_Print(root);
-    if (!text) rc = ufp4_fail(UFP4_ENOMEM, "bench kernels: out of memory");
+    if (!text) rc = ufp4_fail(UFP4_ENOMEM, "out of memory");
     else {
       rc = ufp4_write_file_atomic(o->json_path, text, strlen(text));
       free(text);

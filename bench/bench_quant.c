@@ -32,7 +32,7 @@ static double median(double *v, int n) {
 static int time_quant(const ufp4_qformat *f, const float *x, float *y, size_t rows, size_t cols, int reps,
                       double *t) {
   double *v = malloc((size_t)reps * sizeof *v);
-  if (!v) return ufp4_fail(UFP4_ENOMEM, "bench: out of memory");
+  if (!v) return ufp4_fail(UFP4_ENOMEM, "out of memory");
   int rc = ufp4_fake_quant(f, x, y, rows, cols);
   for (int r = 0; r < reps && !rc; r++) {
     double t0 = now_s();
@@ -48,7 +48,7 @@ static int time_quant(const ufp4_qformat *f, const float *x, float *y, size_t ro
 static int time_pair(const ufp4_qformat *a, const ufp4_qformat *b, const float *x, float *y, size_t rows,
                      size_t cols, int reps, double *ta, double *tb) {
   double *v = malloc(2 * (size_t)reps * sizeof *v);
-  if (!v) return ufp4_fail(UFP4_ENOMEM, "bench: out of memory");
+  if (!v) return ufp4_fail(UFP4_ENOMEM, "out of memory");
   int rc = ufp4_fake_quant(a, x, y, rows, cols);
   if (!rc) rc = ufp4_fake_quant(b, x, y, rows, cols);
   for (int r = 0; r < reps && !rc; r++) {
@@ -90,12 +90,12 @@ enum { n_bgrids = 3, n_bscales = 3 };
 int ufp4_bench_quant(const ufp4_bench_quant_opts *o, FILE *out) {
   size_t n = o->rows * o->cols;
   if (o->rows == 0 || o->cols == 0 || o->reps < 1 || o->n_threads < 1 || o->cols % 16)
-    return ufp4_fail(UFP4_EINVAL, "bench quant: need rows, cols >= 1 with cols a multiple of 16, reps >= 1");
+    return ufp4_fail(UFP4_EINVAL, "need rows, cols >= 1 with cols a multiple of 16, reps >= 1");
   float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
   cJSON *root = o->json_path ? cJSON_CreateObject() : NULL;
   int rc = 0;
   if (!x || !y) {
-    rc = ufp4_fail(UFP4_ENOMEM, "bench quant: out of memory for 2 x %zu floats", n);
+    rc = ufp4_fail(UFP4_ENOMEM, "out of memory for 2 x %zu floats", n);
     goto done;
   }
   ufp4_synth_spec spec = ufp4_synth_default(UFP4_DIST_GAUSSIAN, 1);
@@ -104,7 +104,7 @@ int ufp4_bench_quant(const ufp4_bench_quant_opts *o, FILE *out) {
   double mb = (double)(n * sizeof *x) / 1e6;
   double t_mem = time_memcpy(x, y, n, o->reps);
   if (t_mem < 0) {
-    rc = ufp4_fail(UFP4_ENOMEM, "bench quant: out of memory");
+    rc = ufp4_fail(UFP4_ENOMEM, "out of memory");
     goto done;
   }
   fprintf(out, "ufp4 bench quant: ufp4_fake_quant on %zu x %zu float32 gaussian (%.2f M elements, %.1f MB in +"
@@ -182,7 +182,7 @@ int ufp4_bench_quant(const ufp4_bench_quant_opts *o, FILE *out) {
   if (root) {
     char *s = cJSON_Print(root);
     if (!s) {
-      rc = ufp4_fail(UFP4_ENOMEM, "bench quant: out of memory building JSON");
+      rc = ufp4_fail(UFP4_ENOMEM, "out of memory building JSON");
     } else {
       FILE *fp = fopen(o->json_path, "w");
       int bad = !fp;

@@ -103,7 +103,7 @@ static int one_shape(const strip_shape *s, int sr, int reps, FILE *out, cJSON *a
   double *t = malloc(5 * (size_t)reps * sizeof *t);
   int rc = 0;
   if (!x || !y || !w || !c || !strip || !copy || !rb || !t) {
-    rc = ufp4_fail(UFP4_ENOMEM, "bench quant: out of memory for the strips");
+    rc = ufp4_fail(UFP4_ENOMEM, "out of memory for the strips");
     goto done;
   }
   ufp4_synth_spec spec = ufp4_synth_default(UFP4_DIST_GAUSSIAN, 7);
@@ -123,7 +123,7 @@ static int one_shape(const strip_shape *s, int sr, int reps, FILE *out, cJSON *a
   for (int e = 0; e < 16; e++) ctx.job.dec[e] = ufp4_decode(ctx.job.g, (uint8_t)e);
   full_pass(&ctx, y);
   if (strips_match(&ctx, y, strip)) {
-    rc = ufp4_fail(UFP4_EINVAL, "bench quant: a strip of %s differs from the full tensor", s->what);
+    rc = ufp4_fail(UFP4_EINVAL, "a strip of %s differs from the full tensor", s->what);
     goto done;
   }
   ufp4_sgemm_abt(y, w, c, s->rows, s->out, s->k, 0.0f); /* warm-up */

@@ -97,7 +97,7 @@ int ufp4_bench_train_one(int config, const char *recipe, int warmup, int steps, 
   size_t *seg = malloc((size_t)nt * sizeof *seg);
   uint8_t *decay = malloc((size_t)nt);
   if (!mom || !var || !tok || !st || !v || !seg || !decay) {
-    rc = ufp4_fail(UFP4_ENOMEM, "bench train: out of memory");
+    rc = ufp4_fail(UFP4_ENOMEM, "out of memory");
     goto done;
   }
   for (int i = 0; i < nt; i++) {
@@ -189,7 +189,7 @@ int ufp4_bench_train_child(int argc, char **argv) {
 static int run_child(const char *self, int config, const char *recipe, int warmup, int steps,
                      ufp4_bench_train_result *r) {
   int fd[2];
-  if (pipe(fd)) return ufp4_fail(UFP4_EIO, "bench train: pipe: %s", strerror(errno));
+  if (pipe(fd)) return ufp4_fail(UFP4_EIO, "pipe: %s", strerror(errno));
   char cfg[16], wu[16], ns[16];
   snprintf(cfg, sizeof cfg, "%d", config);
   snprintf(wu, sizeof wu, "%d", warmup);
@@ -199,7 +199,7 @@ static int run_child(const char *self, int config, const char *recipe, int warmu
   if (pid < 0) {
     close(fd[0]);
     close(fd[1]);
-    return ufp4_fail(UFP4_EIO, "bench train: fork: %s", strerror(errno));
+    return ufp4_fail(UFP4_EIO, "fork: %s", strerror(errno));
   }
   if (pid == 0) {
     dup2(fd[1], STDOUT_FILENO);
@@ -224,7 +224,7 @@ static int run_child(const char *self, int config, const char *recipe, int warmu
       sscanf(line, "UFP4TRAIN %lf %lf %lf %lf %lf %lf %lf %lf %lf %ld %zu %zu %zu", &r->step, &r->forward,
              &r->backward, &r->optimizer, &r->prepare, &r->gemm, &r->attention, &r->head, &r->loss, &r->maxrss_kb,
              &r->n_params, &r->activation_bytes, &r->scratch_bytes) != 13)
-    return ufp4_fail(UFP4_EIO, "bench train: the measurement of %s on config %d failed (child status %d)", recipe,
+    return ufp4_fail(UFP4_EIO, "the measurement of %s on config %d failed (child status %d)", recipe,
                      config, status);
   return 0;
 }
@@ -312,7 +312,7 @@ int ufp4_bench_train(const ufp4_bench_train_opts *o, const char *self_exe, FILE 
                  "count)\n");
   if (!rc && root) {
     char *txt = cJSON_Print(root);
-    rc = txt ? ufp4_write_file_atomic(o->json_path, txt, strlen(txt)) : ufp4_fail(UFP4_ENOMEM, "bench: out of memory");
+    rc = txt ? ufp4_write_file_atomic(o->json_path, txt, strlen(txt)) : ufp4_fail(UFP4_ENOMEM, "out of memory");
     free(txt);
   }
   cJSON_Delete(root);
