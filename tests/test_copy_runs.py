@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""scripts/copy_runs.py and scripts/study_followup.sh.
+
+copy_runs on made-up compare folders: a finished run is copied without its checkpoints, through a
+temporary folder; a run the destination holds is never overwritten; an unfinished or missing run is
+named and gives exit 3; bad arguments and an unreadable run.json give exit 2 naming the file; no
+loss is printed. Then, with the real binary ($UFP4_CLI) on the SOTU corpus as byte-level shards: a
+second compare with one more recipe keeps the copied runs ("4 done") and trains only the new one,
+and the source folder is not changed by a byte.
+
+study_followup.sh: its training flags are scripts/study.sh's, and it refuses to start before the
+study's final analysis exists (the blinding) or with bad arguments."""
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from py_checks import check, finish  # noqa: E402
+
+SRC = os.environ.get("UFP4_SOURCE_DIR", os.path.join(os.path.dirname(__file__), ".."))
+COPY = os.path.join(SRC, "scripts", "copy_runs.py")
+FOLLOWUP = os.path.join(SRC, "scripts", "study_followup.sh")
+LOSS = "3.14159"
+
+
+def make_run(top, recipe, seed, state="finished"):
+    d = os.path.join(top, "runs", recipe, "seed%d" % seed)
+    os.makedirs(os.path.join(d, "ckpt", "step_00000010"))
+    with open(os.path.join(d, "run.json"), "w") as f:
+        json.dump({"state": state, "final_loss": float(LOSS)}, f)
+    with open(os.path.join(d, "metrics.jsonl"), "w") as f:
+        f.write('{"step":1,"loss":%s}\n' % LOSS)
+    with open(os.path.join(d, "ckpt", "step_00000010", "model.safetensors"), "w") as f:
+        f.write("weights")
+    return d
+
+
+def copy(*args):
+    p = subprocess.run([sys.executable, COPY, *args], capture_output=True, text=True)
+    return p.returncode, p.stdout + p.stderr
+
+
+def tree_hash(top):
+    h = hashlib.sha256()
+    for d, dirs, files in sorted(os.walk(top)):
+        dirs.sort()
+        for name in sorted(files):
+            p = os.path.join(d, name)
+            h.update(os.path.relpath(p, top).encode())
+            with open(p, "rb") as f:
+                h.update(f.read())
+    return h.hexdigest()
+
+
+def test_copy_made_up():
+    with tempfile.TemporaryDirectory() as tmp:
+        a, b = os.path.join(tmp, "A"), os.path.join(tmp, "B")
+        make_run(a, "bf16", 1)
+        make_run(a, "bf16", 2)
+        make_run(a, "e2m1", 1)
+        make_run(a, "e2m1", 2, state="running")
+        # B already holds bf16 seed 2, with its own content, which must survive.
+        os.makedirs(os.path.join(b, "runs", "bf16", "seed2"))
+        with open(os.path.join(b, "runs", "bf16", "seed2", "mine"), "w") as f:
+            f.write("keep")
+        # A copy killed part way left its temporary folder: the next call replaces it.
+        os.makedirs(os.path.join(b, "runs", "bf16", "seed1.copying"))
+        with open(os.path.join(b, "runs", "bf16", "seed1.copying", "junk"), "w") as f:
+            f.write("x")
+
+        rc, text = copy(a, b, "--runs", "bf16,e2m1,fp32", "--seeds", "2")
+        check(rc == 3, "unfinished and missing runs: exit %d, not 3: %s" % (rc, text))
+        check("2 copied, 1 already in" in text and "3 not finished" in text, "the summary line: %s" % text)
+        check(os.path.join("e2m1", "seed2") in text and "state running" in text,
+              "the running run is not named: %s" % text)
+        check(os.path.join("fp32", "seed1") in text and "no run.json" in text, "the missing run is not named: %s" % text)
+        check(LOSS not in text, "the output shows a loss: %s" % text)
+        for r in ("bf16", "e2m1"):
+            d = os.path.join(b, "runs", r, "seed1")
+            check(os.path.isfile(os.path.join(d, "run.json")) and os.path.isfile(os.path.join(d, "metrics.jsonl")),
+                  "%s seed 1 was not copied" % r)
+            check(not os.path.exists(os.path.join(d, "ckpt")), "%s seed 1 was copied with its checkpoints" % r)
+        check(not os.path.exists(os.path.join(b, "runs", "bf16", "seed1.copying")), "the temporary folder stayed")
+        check(not os.path.exists(os.path.join(b, "runs", "e2m1", "seed2")), "the running run was copied")
+        check(sorted(os.listdir(os.path.join(b, "runs", "bf16", "seed2"))) == ["mine"],
+              "a run the destination held was overwritten")
+        with open(os.path.join(b, "copied_runs.txt")) as f:
+            log = f.read().splitlines()
+        check(len(log) == 2 and all(" -> " in line for line in log), "copied_runs.txt: %s" % log)
+
+        rc, text = copy(a, b, "--runs", "bf16,e2m1", "--seeds", "1")
+        check(rc == 0 and "0 copied, 2 already in" in text, "a second call copies nothing: %d %s" % (rc, text))
+
+        rc, text = copy(a, a, "--runs", "bf16", "--seeds", "1")
+        check(rc == 2 and "same folder" in text, "FROM = TO: exit %d: %s" % (rc, text))
+        rc, text = copy(a, b, "--runs", "../x", "--seeds", "1")
+        check(rc == 2 and "--runs" in text, "a path in --runs: exit %d: %s" % (rc, text))
+        rc, text = copy(os.path.join(tmp, "nowhere"), b, "--runs", "bf16", "--seeds", "1")
+        check(rc == 2 and "nowhere" in text and "runs/" in text, "a FROM that is no compare folder: %d %s" % (rc, text))
+        bad = make_run(a, "nvfp4", 1)
+        with open(os.path.join(bad, "run.json"), "w") as f:
+            f.write('{"state": "fini')
+        rc, text = copy(a, b, "--runs", "nvfp4", "--seeds", "1")
+        check(rc == 2 and os.path.join(bad, "run.json") in text, "a damaged run.json: exit %d: %s" % (rc, text))
+
+
+def test_copy_with_compare():
+    """The copies are kept by a real second compare, which trains only the new recipe."""
+    cli = os.environ.get("UFP4_CLI")
+    corpus = os.path.join(SRC, "data", "raw", "sotu")
+    if not cli or not os.path.exists(corpus):
+        print("test_copy_with_compare: skipped (needs UFP4_CLI and %s)" % corpus)
+        return
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    with tempfile.TemporaryDirectory() as tmp:
+        data = os.path.join(tmp, "data")
+        p = subprocess.run([cli, "prepare", "--corpus", corpus, "--tokenizer", "bytes", "--out", data],
+                           capture_output=True, text=True, env=env)
+        check(p.returncode == 0, "prepare: %s" % p.stderr)
+        flags = ["--data", data, "--seeds", "2", "--no-control", "--no-progress", "--steps", "6", "--layers", "1",
+                 "--d-model", "32", "--heads", "2", "--ffn", "64", "--seq-len", "32", "--batch", "4",
+                 "--eval-batches", "2", "--threads", "1"]
+        a, b = os.path.join(tmp, "A"), os.path.join(tmp, "B")
+        p = subprocess.run([cli, "compare", "--out", a, "--recipes", "e2m1", *flags], capture_output=True,
+                           text=True, env=env)
+        check(p.returncode == 0, "compare A: %s" % p.stderr)
+        before = tree_hash(a)
+        rc, text = copy(a, b, "--runs", "bf16,e2m1", "--seeds", "2")
+        check(rc == 0 and "4 copied" in text, "copy: exit %d: %s" % (rc, text))
+        p = subprocess.run([cli, "compare", "--out", b, "--recipes", "e2m1;ufp4", *flags], capture_output=True,
+                           text=True, env=env)
+        out = p.stdout + p.stderr
+        check(p.returncode == 0, "compare B: %s" % out)
+        check("4 done, 0 to resume, 2 to run" in out, "compare B did not keep the 4 copies: %s" % out)
+        check(not os.path.exists(os.path.join(b, "stale")), "compare B moved copies to stale/")
+        check(tree_hash(a) == before, "the source folder changed")
+
+
+def test_followup_flags_and_guard():
+    with open(os.path.join(SRC, "scripts", "study.sh")) as f:
+        study = f.read()
+    with open(FOLLOWUP) as f:
+        follow = f.read()
+    call = study[study.index('compare --data "$data"'):]
+    call = call[:call.index(">>")]
+    pairs = dict(re.findall(r"(--[a-z-]+) ([^\s\\]+)", call))
+    per_call = {"--data", "--out", "--recipes", "--seed", "--seeds", "--same-bits-as", "--layers", "--final-steps"}
+    study_flags = {k: v for k, v in pairs.items() if k not in per_call}
+    m = re.search(r"^flags=\((.*?)\)", follow, re.S | re.M)
+    check(m is not None, "study_followup.sh has no flags=(...) array")
+    if m:
+        follow_flags = dict(re.findall(r"(--[a-z-]+) (\S+)", m.group(1)))
+        check(follow_flags == study_flags, "flags differ: study.sh %s, study_followup.sh %s" % (study_flags, follow_flags))
+    check(pairs.get("--final-steps") == "400" and "window=400" in follow,
+          "the 4/6 window is not the study's --final-steps 400")
+    same = re.search(r"^SAME_BITS_AS=(.*)$", study, re.M).group(1)
+    check(("SAME_BITS_AS=" + same) in follow, "SAME_BITS_AS differs from study.sh's (%s)" % same)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, STUDY_OUT=os.path.join(tmp, "study"), STUDY_FINAL=os.path.join(tmp, "final"))
+        for args, what in ((["fos"], "final/analysis.json: these reports"), (["schedule", "16", "12"], "final/analysis.json: these reports"),
+                           (["schedule", "3", "12"], "usage"), (["schedule", "16", "1"], "N must be"),
+                           (["nothing"], "usage"), ([], "usage")):
+            p = subprocess.run(["bash", FOLLOWUP, *args], capture_output=True, text=True, env=env)
+            check(p.returncode == 2 and what in p.stderr, "%s: exit %d, stderr %s" % (args, p.returncode, p.stderr))
+
+
+if __name__ == "__main__":
+    finish("test_copy_runs", test_copy_made_up, test_copy_with_compare, test_followup_flags_and_guard)
