@@ -7,7 +7,14 @@
 #                                             without their checkpoints
 #   results/study/L<L>-seed<n>.tar.xz         an odd final n's last seed, alone (its pair
 #                                             seed n+1 is never run)
-#   results/study/drift-seed<s>.tar.xz        drift/seed<s> once its drift.json exists
+#   results/study/drift-seed<s>.tar.xz        drift/seed<s> once its measurement has ended
+#                                             (drift.json, and drift.log complete: its last
+#                                             line names drift_backward.svg)
+#
+# At L = 16 a pair is packed only once both seeds' drift has ended: the archives leave out the
+# checkpoints, and the drift needs the bf16 run's final one. Were the pair packed first and the
+# machine lost before the drift, a restored study would hold that run finished but without the
+# checkpoint, and the seed's drift could not be measured; unpacked, the pair is trained again.
 #
 # Unpacking them under reports/study (scripts/study_restore.sh, which study.sh runs first) gives
 # back the folders that `ufp4 study` reads. Nothing is read or printed but file names: the study stays blinded
@@ -38,6 +45,8 @@ dest=results/study
 recipes=(fp32 bf16 e2m1 ufp4 nvfp4 e2m1_scale_nvfp4 e2m1_tile2d_1)
 mkdir -p "$dest"
 finished() { [[ -f $1/run.json ]] && grep -q '"state":[[:space:]]*"finished"' "$1/run.json"; }
+# drift.json is written before the plots, and drift.log (stdout) only when ufp4 drift exits.
+drift_done() { [[ -f $1/drift.json ]] && grep -q 'drift_backward\.svg' "$1/drift.log" 2>/dev/null; }
 made=0
 for L in 2 4 8 16; do
   for ((a = 1; a <= seeds; a += 2)); do
@@ -49,6 +58,9 @@ for L in 2 4 8 16; do
       pair=($a)
     fi
     [[ -f $file ]] && continue
+    if ((L == 16)); then
+      for s in "${pair[@]}"; do drift_done "$out/drift/seed$s" || continue 2; done
+    fi
     dirs=()
     for r in "${recipes[@]}"; do
       for s in "${pair[@]}"; do
@@ -65,7 +77,7 @@ for L in 2 4 8 16; do
   done
 done
 for d in "$out"/drift/seed*; do
-  [[ -f $d/drift.json ]] || continue
+  drift_done "$d" || continue
   s=${d##*/seed}
   file=$dest/drift-seed$s.tar.xz
   [[ -f $file ]] && continue
@@ -75,3 +87,13 @@ for d in "$out"/drift/seed*; do
   made=$((made + 1))
 done
 echo "study_archive: $made new archive(s) in $dest"
+# The highest seed run so far, when odd and below SEEDS, waits for a pair that only comes if the
+# study goes on: if it is the final n, say so with SEEDS.
+top=0
+for d in "$out"/L*/runs/*/seed*; do
+  s=${d##*/seed}
+  [[ $s =~ ^[0-9]+$ ]] && ((10#$s > top)) && top=$((10#$s))
+done
+if ((top % 2 && top < seeds)); then
+  echo "study_archive: seed $top has no pair; if $top is the study's final n, run: $0 $out $top"
+fi

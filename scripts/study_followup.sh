@@ -10,7 +10,7 @@
 #                                            the steps, seeds 1-N, into reports/schedule/L<L>
 #
 # Both use the study's binary (.study/build/ufp4, which scripts/study.sh builds from STUDY_COMMIT)
-# and the study's training flags (below; tests/test_study_followup.py checks that they are
+# and the study's training flags (below; tests/test_copy_runs.py checks that they are
 # scripts/study.sh's). Before each compare call, scripts/copy_runs.py copies the study's finished
 # runs of bf16, fp32, e2m1, nvfp4 and ufp4 at that depth and those seeds (without checkpoints)
 # into the comparison's folder. Made by the same binary from the same flags and seeds, they are

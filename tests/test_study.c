@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/stat.h>
 
 #include "ufp4/error.h"
@@ -276,8 +277,29 @@ static void test_errors(void **state) {
   ufp4_study_folder one[1] = {{2, l2}};
   expect_error(one, 1, &o, "at least two depths");
   ufp4_study_folder both[2] = {{2, l2}, {4, l4}};
-  o.b = "nvfp4x"; /* no such runs: no seed is complete */
-  expect_error(both, 2, &o, "0 seed(s) finished");
+  o.b = "nvfp4x"; /* a misspelled recipe is an error, not an empty comparison */
+  expect_error(both, 2, &o, "recipe 'nvfp4x' has no runs/nvfp4x folder");
+  o = options();
+  o.secondary[0] = "e2m1,tile2d=2";
+  expect_error(both, 2, &o, "recipe 'e2m1,tile2d=2' has no runs/e2m1_tile2d_2 folder");
+  o = options();
+  /* --seeds N: the included seeds must be 1..N (seed 4 is still running at L=4) */
+  o.seeds = 4;
+  expect_error(both, 2, &o, "are not 1..4 but {1 2 3}; left out: seed 4 (L=4: e2m1 not finished)");
+  o.seeds = 3;
+  ufp4_study_result *three = analyze(&o, 0);
+  assert_int_equal(three->n_seeds, 3);
+  ufp4_study_free(three);
+  o = options();
+  /* H3 over fewer seeds than H1 would be another analysis: a missing drift.json is an error */
+  snprintf(path, sizeof path, "%s/drift/seed2/drift.json", root);
+  assert_int_equal(unlink(path), 0);
+  expect_error(both, 2, &o, "no seed<N>/drift.json for 1 of the 3 included seeds (seed 2)");
+  write_drift(2, 1);
+  char nowhere[1100];
+  snprintf(nowhere, sizeof nowhere, "%s/drfit", root);
+  o.drift_dir = nowhere;
+  expect_error(both, 2, &o, "drfit: not a folder");
   o = options();
   write_drift(2, 0); /* a drift.json made without --mode both */
   expect_error(both, 2, &o, "drift.json: recipe e2m1 lacks");
@@ -289,6 +311,16 @@ static void test_errors(void **state) {
   assert_non_null(strstr(w->excluded, "seed 3 (L=4: ufp4 not finished)"));
   assert_non_null(strstr(w->unreadable, "seed3/metrics.jsonl:2"));
   ufp4_study_free(w);
+  /* The same file in a run whose run.json says finished is damaged, not being written: an error. */
+  char rec[1200];
+  snprintf(rec, sizeof rec, "%s/runs/ufp4/seed3/run.json", l4);
+  write_text(rec, "{\"commit\":\"x\",\"state\":\"finished\",\"steps_done\":400,\"skipped_steps\":0}");
+  expect_error(both, 2, &o, "seed3/metrics.jsonl:2");
+  expect_error(both, 2, &o, "(a finished run, by its run.json)");
+  /* A diverged evaluation (NaN, which the trainer logs as null) in a finished run: an error too. */
+  write_text(path, "{\"step\":1,\"loss\":7.5}\n{\"step\":50,\"val_loss\":null}\n");
+  expect_error(both, 2, &o, "seed3/metrics.jsonl:2: \"val_loss\" is not a number (a finished run");
+  assert_int_equal(unlink(rec), 0);
   write_run(l4, "ufp4", 3, S_LAST, flat4, NULL);
   ufp4_study_result *r = analyze(&o, 0); /* repaired: the analysis is back */
   assert_int_equal(r->n_seeds, 3);

@@ -134,5 +134,49 @@ def main():
         check("3.25" not in text, "restore printed a loss: %s" % text)
 
 
+def make_drift(top, seed, log_complete):
+    d = os.path.join(top, "drift", "seed%d" % seed)
+    os.makedirs(d)
+    with open(os.path.join(d, "drift.json"), "w") as f:
+        f.write('{"recipes": []}')
+    with open(os.path.join(d, "drift.log"), "w") as f:
+        f.write("%s/drift.svg\n%s/drift_backward.svg\n" % (d, d) if log_complete else "")
+
+
+def depth16_waits_for_drift():
+    """An L = 16 pair is packed only once both seeds' drift has ended; a drift folder only once
+    its log is complete; an odd top seed below SEEDS gets a hint."""
+    with tempfile.TemporaryDirectory() as tmp:
+        os.makedirs(os.path.join(tmp, "scripts"))
+        script = os.path.join(tmp, "scripts", "study_archive.sh")
+        shutil.copy(os.path.join(SRC, "scripts", "study_archive.sh"), script)
+        out, dest = os.path.join(tmp, "study"), os.path.join(tmp, "results", "study")
+        for r in RECIPES:
+            for s in (1, 2, 3):
+                make_run(out, 16, r, s)
+        make_drift(out, 1, True)
+        make_drift(out, 2, False)  # drift.json written, ufp4 drift still plotting
+
+        def archive(*args):
+            p = subprocess.run(["bash", script, out, *args], capture_output=True, text=True)
+            return p.returncode, p.stdout + p.stderr
+
+        rc, text = archive()
+        got = sorted(os.listdir(dest))
+        check(rc == 0 and got == ["drift-seed1.tar.xz"],
+              "seed 2's drift unfinished: packed %s, not drift-seed1 alone (%s)" % (got, text))
+        check("seed 3 has no pair" in text and "study_archive.sh %s 3" % out in text,
+              "no hint for the odd top seed 3: %s" % text)
+        with open(os.path.join(out, "drift", "seed2", "drift.log"), "w") as f:
+            f.write("x/drift.svg\nx/drift_backward.svg\n")
+        rc, text = archive()
+        got = sorted(os.listdir(dest))
+        check(rc == 0 and got == ["L16-seeds1-2.tar.xz", "drift-seed1.tar.xz", "drift-seed2.tar.xz"],
+              "both drifts ended: packed %s (%s)" % (got, text))
+        rc, text = archive("3")  # seed 3 alone, but its drift has not run
+        check(rc == 0 and "L16-seed3.tar.xz" not in os.listdir(dest) and "no pair" not in text,
+              "SEEDS 3 packed seed 3 before its drift: %s (%s)" % (sorted(os.listdir(dest)), text))
+
+
 if __name__ == "__main__":
-    finish("test_study_archive", main)
+    finish("test_study_archive", main, depth16_waits_for_drift)

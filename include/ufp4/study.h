@@ -13,6 +13,12 @@
  * unfinished and the error is kept in `unreadable`). The control and the secondary recipes only enter their own comparisons, over
  * the included seeds that have them at every depth.
  *
+ * Errors rather than a quietly smaller analysis: a run whose run.json says finished but whose
+ * metrics.jsonl cannot be read (damaged, or a diverged evaluation logged as null); a recipe named
+ * in the options with no runs/<name> folder in any depth folder (a misspelling); with drift_dir,
+ * a missing folder or an included seed without drift.json; with seeds = N, an included set other
+ * than 1..N.
+ *
  * Statistics (all from ufp4_paired_summarize, 95% intervals, MDD at 80% power):
  *   D(s, L)  = 100 (L_a - L_b) / L_base                percentage points (pp)
  *   H1       d(s) = mean over depths of D(s, L)        test of mean 0, MDD at alpha / 3
@@ -73,6 +79,8 @@ typedef struct {
   double margin;               /* H3 (b) equivalence margin as a fraction of |a|, default 0.25 */
   double target_nats;          /* stage 2 target effect, default 0.005 */
   int n_min, n_cap;            /* stage 2 bounds, default 12 and 24 */
+  int seeds;                   /* > 0: the included seeds must be exactly 1..seeds, or the call fails
+                                * (the registered n); 0 (default): whatever seeds are complete */
 } ufp4_study_options;
 
 ufp4_study_options ufp4_study_options_default(void);

@@ -30,7 +30,9 @@ static void usage(FILE *out) {
           "  --secondary SPEC    a recipe compared with --secondary-ref (repeatable, at most %d)\n"
           "  --secondary-ref N   default: the a recipe\n"
           "  --target-nats X     stage-2 target effect in nats of L_a - L_b (default 0.005)\n"
-          "  --n-min N --n-cap N stage-2 bounds on the seeds (default 12, 24)\n",
+          "  --n-min N --n-cap N stage-2 bounds on the seeds (default 12, 24)\n"
+          "  --seeds N           fail unless the seeds finished at every depth are exactly 1..N (the final\n"
+          "                      analysis passes the registered n)\n",
           UFP4_STUDY_MAX_SECONDARY);
 }
 
@@ -69,6 +71,9 @@ static int parse_more(int argc, char **argv, int *i, ufp4_study_options *o) {
   } else if (!r && (r = cli_value(argc, argv, i, "--n-cap", &v)) > 0) {
     if (cli_parse_long("study", "--n-cap", v, 2, 100000, &n)) r = -1;
     else o->n_cap = (int)n;
+  } else if (!r && (r = cli_value(argc, argv, i, "--seeds", &v)) > 0) {
+    if (cli_parse_long("study", "--seeds", v, 2, 100000, &n)) r = -1;
+    else o->seeds = (int)n;
   } else if (!r) {
     fprintf(stderr, "ufp4 study: unknown option '%s'\n", argv[*i]);
     r = -1;

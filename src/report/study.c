@@ -13,6 +13,7 @@
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
 #include "ufp4/stats.h"
+#include "ufp4/train.h"
 
 #define LEVEL 0.95
 #define SETTLE_FLOOR 0.002 /* nats: a quarter-to-quarter change below this counts as settled */
@@ -37,6 +38,7 @@ typedef struct {
   size_t n_cells, cap;
   int last[UFP4_STUDY_MAX_DEPTHS]; /* S_L: the latest evaluation step at each depth */
   char unreadable[600];             /* the last metrics.jsonl that could not be read, "" if none */
+  int found[N_ROLES];               /* the role's runs/<name> folder exists in some depth folder */
 } study;
 
 ufp4_study_options ufp4_study_options_default(void) {
@@ -108,10 +110,18 @@ static int add_cell(study *st, int d, int role, long long seed, const char *run)
   free(train.step);
   free(train.value);
   if (rc) { /* a run that is being written (no train line yet, a half-written last line) */
+    char why[sizeof st->unreadable];
+    snprintf(why, sizeof why, "%s", ufp4_last_error());
+    ufp4_run_record rec;
+    /* ...unless its run.json says it finished, after its last metrics line: then the file is
+     * damaged or holds a non-number (a diverged evaluation), and leaving its seed out would bias
+     * the tests, so the analysis stops and names it. */
+    if (!ufp4_run_record_read(run, &rec) && rec.state == UFP4_RUN_FINISHED)
+      return ufp4_fail(UFP4_EFORMAT, "%s (a finished run, by its run.json): its seed cannot be analysed", why);
     free(c->val.step);
     free(c->val.value);
     memset(&c->val, 0, sizeof c->val);
-    snprintf(st->unreadable, sizeof st->unreadable, "%s", ufp4_last_error());
+    snprintf(st->unreadable, sizeof st->unreadable, "%s", why);
     st->n_cells++;
     return 0;
   }
@@ -132,6 +142,7 @@ static int load_folder(study *st, int d, const char *dir) {
     snprintf(rdir, sizeof rdir, "%s/runs/%s", dir, name);
     DIR *dp = opendir(rdir);
     if (!dp) continue; /* this folder has no run of the recipe */
+    st->found[role] = 1;
     struct dirent *e;
     int rc = 0;
     while (!rc && (e = readdir(dp))) {
@@ -180,6 +191,20 @@ static int pick_seeds(const study *st, ufp4_study_result *r) {
   }
   free(all);
   return 0;
+}
+
+/* With o->seeds = N the included seeds must be exactly 1..N (the registered n): an analysis over
+ * another set, e.g. a stage 2 stopped early, is an error, not a smaller result. */
+static int check_seeds(const ufp4_study_options *o, const ufp4_study_result *r) {
+  int ok = r->n_seeds == (size_t)o->seeds;
+  for (size_t s = 0; ok && s < r->n_seeds; s++) ok = r->seeds[s] == (long long)s + 1;
+  if (ok) return 0;
+  char got[300] = "";
+  size_t len = 0;
+  for (size_t s = 0; s < r->n_seeds && len + 24 < sizeof got; s++)
+    len += (size_t)snprintf(got + len, sizeof got - len, "%s%lld", s ? " " : "", r->seeds[s]);
+  return ufp4_fail(UFP4_EINVAL, "study: --seeds %d: the seeds finished at every depth are not 1..%d but {%s}%s%s",
+                   o->seeds, o->seeds, got, r->excluded[0] ? "; left out: " : "", r->excluded);
 }
 
 /* Relative difference in pp of roles x - y against the baseline, averaged over depths; NaN when
@@ -322,11 +347,35 @@ static int h3_seed(const ufp4_study_options *o, long long seed, double a[2], dou
   return rc;
 }
 
+/* Every included seed needs its drift.json: H3 over fewer seeds than H1 and H2 would be another
+ * analysis than the registered one, so a missing file is an error naming the seeds. */
+static int h3_files_present(const ufp4_study_options *o, const ufp4_study_result *r) {
+  struct stat sb;
+  if (stat(o->drift_dir, &sb) || !S_ISDIR(sb.st_mode))
+    return ufp4_fail(UFP4_EINVAL, "study: --drift %s: not a folder", o->drift_dir);
+  char missing[400] = "";
+  size_t len = 0, n_missing = 0;
+  for (size_t s = 0; s < r->n_seeds; s++) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/seed%lld/drift.json", o->drift_dir, r->seeds[s]);
+    if (!stat(path, &sb)) continue;
+    n_missing++;
+    if (len + 24 < sizeof missing)
+      len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%lld", len ? ", " : "", r->seeds[s]);
+  }
+  if (!n_missing) return 0;
+  return ufp4_fail(UFP4_EINVAL,
+                   "study: --drift %s: no seed<N>/drift.json for %zu of the %zu included seeds (seed %s); measure "
+                   "them (ufp4 drift --mode both on each seed's final baseline checkpoint, as scripts/study.sh does)",
+                   o->drift_dir, n_missing, r->n_seeds, missing);
+}
+
 static int h3(const ufp4_study_options *o, ufp4_study_result *r) {
+  int rc = h3_files_present(o, r);
+  if (rc) return rc;
   const size_t n = r->n_seeds;
   double *v = malloc((6 * n + 1) * sizeof *v);
   if (!v) return ufp4_fail(UFP4_ENOMEM, "study: out of memory");
-  int rc = 0;
   for (size_t s = 0; s < n && !rc; s++) {
     double a[2], b[2];
     int found;
@@ -456,6 +505,15 @@ static int setup(study *st, const ufp4_study_folder *f, size_t nf, const ufp4_st
     int rc = load_folder(st, d, f[i].dir);
     if (rc) return rc;
   }
+  /* A recipe named on the command line with no run anywhere is a misspelling, not a result. */
+  for (int role = 0; role < st->n_roles; role++) {
+    const char *name = st->names[role];
+    if (!name || st->found[role] || (role == R_SECONDARY + UFP4_STUDY_MAX_SECONDARY && !strcmp(name, st->names[R_A]))) continue;
+    char dir_name[512];
+    rpt_recipe_dir_name(name, dir_name, sizeof dir_name);
+    return ufp4_fail(UFP4_EINVAL, "study: recipe '%s' has no runs/%s folder in any --depth folder (%s)", name,
+                     dir_name, f[0].dir);
+  }
   for (size_t i = 0; i < st->n_cells; i++)
     if (st->cells[i].last_step > st->last[st->cells[i].d]) st->last[st->cells[i].d] = st->cells[i].last_step;
   return 0;
@@ -473,6 +531,7 @@ int ufp4_study_analyze(const ufp4_study_folder *folders, size_t n_folders, const
   if (!rc && r->n_seeds < 2)
     rc = ufp4_fail(UFP4_EINVAL, "study: %zu seed(s) finished at every depth; at least 2 are needed%s%s", r->n_seeds,
                    r->excluded[0] ? ": " : "", r->excluded);
+  if (!rc && o->seeds > 0) rc = check_seeds(o, r);
   double *d1 = rc ? NULL : malloc(r->n_seeds * sizeof *d1);
   if (!rc && !d1) rc = ufp4_fail(UFP4_ENOMEM, "study: out of memory");
   if (!rc) {
