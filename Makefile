@@ -32,7 +32,7 @@ data: deps
 # 2. The mechanism at fixed weights: forward and backward drift of the trained bf16 model of seed 1
 #    under e2m1, nvfp4 and ufp4 against the exact pass, block by block, with 95% intervals.
 # Under mpirun (OpenMPI is a dependency) compare shares its 12 runs over 2 ranks of one thread,
-# 1.16x the throughput of one 2-thread process at these sizes (docs/PERFORMANCE.md).
+# 1.16x the throughput of one 2-thread process on the study's 16x64 model (docs/PERFORMANCE.md).
 TOK := data/tok/bpe2048
 SHARDS := data/shards/sotu-bpe2048
 RUN_OUT := reports/main

@@ -37,11 +37,15 @@ static void usage(FILE *out) {
           "                      percentage points of relative error (0.1 = 0.1%%) at 80%% power, alpha 0.05,\n"
           "                      from the spread this run saw (a pilot)\n"
           "  --diag-every N      diagnostics every N steps (default: 4 times per run)\n"
+          "  --ckpt-every N      checkpoint every N steps (default: a tenth of the steps; 0: at the end)\n"
+          "  --no-progress       no progress line on stderr\n"
           "  --same-bits-as C,.. keep and resume the runs of these binaries (commits as run.json records\n"
           "                      them) as this one's own; only for a binary shown to compute the same bits\n"
           "                      (docs/STUDY.md, amendment 1); a resumed run records \"OLD+NEW\"\n\n"
           "train flags (as ufp4 train):\n");
-  ufp4_train_flags_usage(out);
+  const ufp4_compare_options def = ufp4_compare_options_default();
+  static const char *const own[] = {"--diag-every", "--ckpt-every", NULL}; /* explained above */
+  ufp4_train_flags_usage(out, &def.train, own);
 }
 
 /* Flags into o; 1 on success, 0 after printing the usage (missing folders), -1 on a bad flag. */

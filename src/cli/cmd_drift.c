@@ -18,9 +18,10 @@ static void usage(FILE *out) {
       out,
       "usage: ufp4 drift --checkpoint DIR --data SHARD --out OUTDIR [--recipes e2m1,nvfp4,ufp4]\n"
       "                  [--mode forward|backward|both] [--batches N] [--batch B]\n\n"
-      "At the checkpoint's fixed weights, runs N validation batches in fp32 and under each recipe\n"
-      "(same weights and tokens) and reports, per point, the mean over batches with its 95%% t\n"
-      "interval:\n"
+      "At the checkpoint's fixed weights, runs N validation batches (default 4) of B sequences\n"
+      "(default 4) in fp32 and under each recipe (same weights and tokens) and measures, per point,\n"
+      "the mean over batches with its 95%% t interval (printed: the means and each slope's interval;\n"
+      "drift.json and the plots: the intervals too):\n"
       "  forward   per block l, the residual stream after it: ||h_q||/||h|| and the cosine\n"
       "            (l = 0: the embeddings);\n"
       "  backward  per block l, dX = dloss/d(residual stream at the input of block l) of the\n"

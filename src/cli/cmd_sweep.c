@@ -20,8 +20,12 @@ static void usage(FILE *out) {
           "seeds), the gap of each recipe to bf16 at each size, the fits, and plots loss and gap against C into\n"
           "OUTDIR (sweep.md, sweep.json, sweep_loss.svg/png, sweep_gap.svg/png, runs/). Under mpirun the runs\n"
           "are shared out over the ranks (docs/DISTRIBUTED.md) and the results are the same.\n\n"
+          "  --ckpt-every N      checkpoint every N steps (default: a tenth of the steps; 0: at the end)\n"
+          "  --no-progress       no progress line on stderr\n\n"
           "train flags (as ufp4 train):\n");
-  ufp4_train_flags_usage(out);
+  const ufp4_sweep_options def = ufp4_sweep_options_default();
+  static const char *const own[] = {"--ckpt-every", NULL}; /* explained above */
+  ufp4_train_flags_usage(out, &def.train, own);
 }
 
 /* Flags into o; 1 on success, 0 after printing the usage (missing folders), -1 on a bad flag. */

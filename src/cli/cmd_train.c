@@ -27,7 +27,8 @@ static void usage(FILE *out) {
           "Data parallel: `mpirun -np N ufp4 train ...` trains on N ranks, each on its own part of the\n"
           "data, with --batch sequences per rank (global batch N x batch x accum); rank 0 writes the run\n"
           "folder. A resume needs the same N. See docs/DISTRIBUTED.md.\n");
-  ufp4_train_flags_usage(out);
+  const ufp4_train_config def = ufp4_train_config_default();
+  ufp4_train_flags_usage(out, &def, NULL);
 }
 
 /* The run config from RUN/config.json (--resume), then --config FILE, then the flags, in that

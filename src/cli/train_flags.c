@@ -35,13 +35,18 @@ static void default_text(const ufp4_train_field *f, const ufp4_train_config *def
   if (v >= f->lo && v <= f->hi) snprintf(buf, size, " (default %g)", v);
 }
 
-void ufp4_train_flags_usage(FILE *out) {
-  const ufp4_train_config def = ufp4_train_config_default();
+static int listed(const char *flag, const char *const *own) {
+  for (; own && *own; own++)
+    if (!strcmp(flag, *own)) return 1;
+  return 0;
+}
+
+void ufp4_train_flags_usage(FILE *out, const ufp4_train_config *def, const char *const *own) {
   for (size_t k = 0; k < ufp4_train_n_fields; k++) {
     const ufp4_train_field *f = &ufp4_train_fields[k];
-    if (!f->flag) continue;
+    if (!f->flag || listed(f->flag, own)) continue;
     char dflt[600];
-    default_text(f, &def, dflt, sizeof dflt);
+    default_text(f, def, dflt, sizeof dflt);
     fprintf(out, "  %-18s  %s%s\n", f->flag, f->help, dflt);
   }
 }

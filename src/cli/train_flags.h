@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include "ufp4/train.h"
 
-void ufp4_train_flags_usage(FILE *out);
+/* The train flags' help lines, with the defaults of `def` (the command's own: compare and sweep
+ * checkpoint and log otherwise than train), leaving out the flags in `own` (NULL-terminated, or
+ * NULL), which the command's usage explains itself. */
+void ufp4_train_flags_usage(FILE *out, const ufp4_train_config *def, const char *const *own);
 /* Parses the flag at argv[*i] into cfg: 1 taken (and *i advanced past its value), 0 not a train
  * flag, -1 a bad value (message printed). */
 int ufp4_train_flags_parse(const char *cmd, int argc, char **argv, int *i, ufp4_train_config *cfg);

@@ -73,7 +73,8 @@
   D(MODEL, ALL, "n_params", n_params_of)                                                           \
   D(MODEL, MOE, "n_active_params", n_active_params_of)                                             \
   X(RUN, ALL, "recipe", "--recipe", RECIPE, recipe, 0, 0, "fp32",                                  \
-    "recipe spec: fp32 bf16 e2m1 ufp4 nvfp4 mxfp4 [,key=value...]")                                \
+    "recipe spec: fp32 bf16 e2m1 ufp4 nvfp4 mxfp4 e2m1-4over6 nvfp4-4over6 "                       \
+    "[,key=value...]")                                                                             \
   X(RUN, SET, "overrides", "--override", OVERRIDES, overrides, 0, 0, "",                           \
     "PATTERN=SPEC: projections named by the glob run SPEC, full or partial, over the recipe "      \
     "(repeatable, last match wins; docs/TRAINING.md)")                                             \
