@@ -87,13 +87,16 @@ for d in "$out"/drift/seed*; do
   made=$((made + 1))
 done
 echo "study_archive: $made new archive(s) in $dest"
-# The highest seed run so far, when odd and below SEEDS, waits for a pair that only comes if the
-# study goes on: if it is the final n, say so with SEEDS.
+# The highest seed run so far, when odd, below SEEDS and finished at L = 16 (the study's last
+# depth), waits for a pair that only comes if the study goes on: if it is the final n, say so.
 top=0
 for d in "$out"/L*/runs/*/seed*; do
   s=${d##*/seed}
   [[ $s =~ ^[0-9]+$ ]] && ((10#$s > top)) && top=$((10#$s))
 done
 if ((top % 2 && top < seeds)); then
-  echo "study_archive: seed $top has no pair; if $top is the study's final n, run: $0 $out $top"
+  for r in "${recipes[@]}"; do finished "$out/L16/runs/$r/seed$top" || top=0; done
+  if ((top)); then
+    echo "study_archive: seed $top has no pair; if $top is the study's final n, run: $0 $out $top"
+  fi
 fi
