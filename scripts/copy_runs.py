@@ -37,11 +37,11 @@ def die(msg):
 
 
 def run_state(run_dir):
-    """run.json's state, None when the run has no run.json."""
+    """run.json's state ("" when it has none), None when the run has no run.json."""
     path = os.path.join(run_dir, "run.json")
     try:
         with open(path) as f:
-            state = json.load(f).get("state")
+            state = json.load(f).get("state", "")
     except FileNotFoundError:
         return None
     except (OSError, ValueError, AttributeError) as e:
@@ -52,7 +52,10 @@ def run_state(run_dir):
 def copy_run(src, dst):
     """src to dst without ckpt/, through a temporary folder renamed into place."""
     tmp = dst + ".copying"  # a copy killed part way leaves this, removed by the next call
-    shutil.rmtree(tmp, ignore_errors=True)
+    if os.path.isdir(tmp) and not os.path.islink(tmp):
+        shutil.rmtree(tmp)
+    elif os.path.lexists(tmp):
+        os.remove(tmp)
     os.makedirs(os.path.dirname(dst), exist_ok=True)
     try:
         shutil.copytree(src, tmp, ignore=lambda d, names: ["ckpt"] if d == src else [])
@@ -82,7 +85,7 @@ def main():
 
     copied = present = 0
     missing = []
-    log_lines = []
+    log_path = os.path.join(a.dst, "copied_runs.txt")
     for name in names:
         for seed in range(a.seed, a.seed + a.seeds):
             rel = os.path.join("runs", name, "seed%d" % seed)
@@ -92,15 +95,14 @@ def main():
                 continue
             state = run_state(src)
             if state != "finished":
-                missing.append("%s (%s)" % (src, "no run.json" if state is None else "state " + str(state)))
+                missing.append("%s (%s)" % (src, "no run.json" if state is None else "state %s" % (state or "missing")))
                 continue
             copy_run(src, dst)
             copied += 1
-            log_lines.append("%s %s -> %s\n" % (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                                 os.path.abspath(src), dst))
-    if log_lines:
-        with open(os.path.join(a.dst, "copied_runs.txt"), "a") as f:
-            f.writelines(log_lines)
+            # Recorded at once, so a call stopped later (an error, Ctrl-C) leaves no copy unlisted.
+            with open(log_path, "a") as f:
+                f.write("%s %s -> %s\n" % (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                           os.path.abspath(src), os.path.abspath(dst)))
     print("copy_runs: %d copied, %d already in %s, %d not finished in %s"
           % (copied, present, a.dst, len(missing), a.src))
     for m in missing:

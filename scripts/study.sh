@@ -24,6 +24,9 @@
 # H3 (docs/STUDY.md section 4): once a seed's L = 16 bf16 run is finished, `ufp4 drift --mode both
 # --batches 32` measures e2m1 and ufp4 at its final weights into OUT/drift/seed<N>/ (drift.json for
 # `ufp4 study --drift`). Its printed table is a primary result too, so it goes to a log there.
+# (From 2026-12-02 a measurement is redone until its log is complete, as scripts/study_archive.sh
+# requires before it packs the seed; changed by replacing the file, never editing it in place,
+# since a running bash reads its script as it goes.)
 #
 # A machine without the study folder (a fresh clone) first gets the packed runs of results/study/
 # back (scripts/study_restore.sh): compare then finds them finished and goes on from there.
@@ -88,7 +91,9 @@ for ((n = 2; n <= seeds + 1; n += 2)); do
   done
   for ((s = 1; s <= n; s++)); do
     ckpt=$out/L16/runs/bf16/seed$s/ckpt/step_00002000
-    [[ -d "$ckpt" && ! -f "$out/drift/seed$s/drift.json" ]] || continue
+    # Measured unless it ended: drift.json is written before the plots, and drift.log when ufp4
+    # drift exits (it names drift_backward.svg), so a measurement that was cut short is redone.
+    [[ -d "$ckpt" ]] && ! grep -qs 'drift_backward\.svg' "$out/drift/seed$s/drift.log" || continue
     echo "== $(date -u +%FT%TZ) drift of seed $s (L=16, bf16, step 2000)"
     mkdir -p "$out/drift/seed$s"
     "$bin" drift --checkpoint "$ckpt" --data "$data" --out "$out/drift/seed$s" --recipes e2m1,ufp4 \

@@ -8,8 +8,8 @@
 #   results/study/L<L>-seed<n>.tar.xz         an odd final n's last seed, alone (its pair
 #                                             seed n+1 is never run)
 #   results/study/drift-seed<s>.tar.xz        drift/seed<s> once its measurement has ended
-#                                             (drift.json, and drift.log complete: its last
-#                                             line names drift_backward.svg)
+#                                             (drift.json, and drift.log complete: it names
+#                                             drift_backward.svg, printed last)
 #
 # At L = 16 a pair is packed only once both seeds' drift has ended: the archives leave out the
 # checkpoints, and the drift needs the bf16 run's final one. Were the pair packed first and the
@@ -77,7 +77,13 @@ for L in 2 4 8 16; do
   done
 done
 for d in "$out"/drift/seed*; do
-  drift_done "$d" || continue
+  if ! drift_done "$d"; then
+    if [[ -f $d/drift.json ]]; then
+      echo "study_archive: $d has drift.json but no complete drift.log: still running, or cut" \
+        "short (scripts/study.sh measures it again)"
+    fi
+    continue
+  fi
   s=${d##*/seed}
   file=$dest/drift-seed$s.tar.xz
   [[ -f $file ]] && continue

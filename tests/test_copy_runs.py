@@ -105,8 +105,17 @@ def test_copy_made_up():
         bad = make_run(a, "nvfp4", 1)
         with open(os.path.join(bad, "run.json"), "w") as f:
             f.write('{"state": "fini')
-        rc, text = copy(a, b, "--runs", "nvfp4", "--seeds", "1")
+        make_run(a, "fp32", 1)
+        b2 = os.path.join(tmp, "B2")
+        rc, text = copy(a, b2, "--runs", "fp32,nvfp4", "--seeds", "1")
         check(rc == 2 and os.path.join(bad, "run.json") in text, "a damaged run.json: exit %d: %s" % (rc, text))
+        # The copy made before the error is listed all the same.
+        try:
+            with open(os.path.join(b2, "copied_runs.txt")) as f:
+                listed = f.read()
+        except OSError:
+            listed = ""
+        check(os.path.join("fp32", "seed1") in listed, "a copy made before an error is not listed: '%s'" % listed)
 
 
 def test_copy_with_compare():

@@ -318,8 +318,11 @@ static void test_errors(void **state) {
   expect_error(both, 2, &o, "seed3/metrics.jsonl:2");
   expect_error(both, 2, &o, "(a finished run, by its run.json)");
   /* A diverged evaluation (NaN, which the trainer logs as null) in a finished run: an error too. */
-  write_text(path, "{\"step\":1,\"loss\":7.5}\n{\"step\":50,\"val_loss\":null}\n");
-  expect_error(both, 2, &o, "seed3/metrics.jsonl:2: \"val_loss\" is not a number (a finished run");
+  write_text(path, "{\"step\":1,\"loss\":7.5}\n{\"step\":50,\"val_loss\":4}\n{\"step\":100,\"val_loss\":null}\n");
+  expect_error(both, 2, &o, "seed3/metrics.jsonl:3: \"val_loss\" is not a number (a finished run");
+  /* ...and one whose metrics.jsonl is gone. */
+  assert_int_equal(unlink(path), 0);
+  expect_error(both, 2, &o, "seed3/metrics.jsonl: missing in a finished run");
   assert_int_equal(unlink(rec), 0);
   write_run(l4, "ufp4", 3, S_LAST, flat4, NULL);
   ufp4_study_result *r = analyze(&o, 0); /* repaired: the analysis is back */

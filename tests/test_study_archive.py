@@ -167,6 +167,8 @@ def depth16_waits_for_drift():
               "seed 2's drift unfinished: packed %s, not drift-seed1 alone (%s)" % (got, text))
         check("seed 3 has no pair" in text and "study_archive.sh %s 3" % out in text,
               "no hint for the odd top seed 3: %s" % text)
+        check("seed2 has drift.json but no complete drift.log" in text,
+              "no word on seed 2's unfinished drift: %s" % text)
         with open(os.path.join(out, "drift", "seed2", "drift.log"), "w") as f:
             f.write("x/drift.svg\nx/drift_backward.svg\n")
         rc, text = archive()

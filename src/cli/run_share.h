@@ -15,11 +15,14 @@ static inline int cli_run_share_begin(cli_run_share *s, int threads) {
 static inline void cli_run_share_end(cli_run_share *s) { ufp4_run_share_end(s); }
 
 /* Ends a command whose library call shared its runs over the ranks (compare, sweep); returns rc.
- * Rank 0 reports a failure, which every rank has agreed, before MPI_Finalize: the first rank to
- * exit non-zero makes mpirun abort the job, and Open MPI's MPI_Finalize waits for every rank to
- * reach it, so the message is out before any rank can exit. */
+ * Rank 0 reports a failure, which every rank has agreed, before any rank may exit: the first rank
+ * to exit non-zero makes mpirun abort the job, which would kill a rank 0 still printing. So rank 0
+ * prints, then every rank meets at a barrier (Open MPI's MPI_Finalize also waits for every rank,
+ * but the MPI standard does not promise it), then MPI ends. */
 static inline int cli_ranks_end(const char *cmd, int rc, int rank) {
   if (rc && rank == 0) cli_error(cmd, NULL);
+  ufp4_dist *d;
+  if (rc && ufp4_dist_launched_ranks() > 1 && !ufp4_dist_init(&d)) (void)ufp4_dist_barrier(d);
   ufp4_dist_finalize(); /* this process makes no other collective call */
   return rc;
 }

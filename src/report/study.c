@@ -100,7 +100,16 @@ static int add_cell(study *st, int d, int role, long long seed, const char *run)
   char path[4700];
   struct stat sb;
   snprintf(path, sizeof path, "%s/metrics.jsonl", run);
+  /* run.json says finished only after the last metrics line is written, so it is read first: a
+   * finished run whose metrics are missing or cannot be read is damaged, or holds a non-number (a
+   * diverged evaluation), and leaving its seed out would bias the tests, so the analysis stops and
+   * names it. Any other run that cannot be read is one being written: unfinished. */
+  ufp4_run_record rec;
+  const int finished = !ufp4_run_record_read(run, &rec) && rec.state == UFP4_RUN_FINISHED;
   if (stat(path, &sb)) { /* a run not started yet: present, unfinished */
+    if (finished)
+      return ufp4_fail(UFP4_EFORMAT, "%s: missing in a finished run (by its run.json): its seed cannot be analysed",
+                       path);
     st->n_cells++;
     return 0;
   }
@@ -109,18 +118,13 @@ static int add_cell(study *st, int d, int role, long long seed, const char *run)
   int rc = rpt_load_metrics(run, &train, &c->val, &skipped);
   free(train.step);
   free(train.value);
-  if (rc) { /* a run that is being written (no train line yet, a half-written last line) */
+  if (rc) {
     char why[sizeof st->unreadable];
     snprintf(why, sizeof why, "%s", ufp4_last_error());
-    ufp4_run_record rec;
-    /* ...unless its run.json says it finished, after its last metrics line: then the file is
-     * damaged or holds a non-number (a diverged evaluation), and leaving its seed out would bias
-     * the tests, so the analysis stops and names it. */
-    if (!ufp4_run_record_read(run, &rec) && rec.state == UFP4_RUN_FINISHED)
-      return ufp4_fail(UFP4_EFORMAT, "%s (a finished run, by its run.json): its seed cannot be analysed", why);
     free(c->val.step);
     free(c->val.value);
     memset(&c->val, 0, sizeof c->val);
+    if (finished) return ufp4_fail(UFP4_EFORMAT, "%s (a finished run, by its run.json): its seed cannot be analysed", why);
     snprintf(st->unreadable, sizeof st->unreadable, "%s", why);
     st->n_cells++;
     return 0;
@@ -511,8 +515,9 @@ static int setup(study *st, const ufp4_study_folder *f, size_t nf, const ufp4_st
     if (!name || st->found[role] || (role == R_SECONDARY + UFP4_STUDY_MAX_SECONDARY && !strcmp(name, st->names[R_A]))) continue;
     char dir_name[512];
     rpt_recipe_dir_name(name, dir_name, sizeof dir_name);
-    return ufp4_fail(UFP4_EINVAL, "study: recipe '%s' has no runs/%s folder in any --depth folder (%s)", name,
-                     dir_name, f[0].dir);
+    return ufp4_fail(UFP4_EINVAL, "study: recipe '%s' has no runs/%s folder in any of the %zu --depth folders (%s%s)%s",
+                     name, dir_name, nf, f[0].dir, nf > 1 ? ", ..." : "",
+                     role == R_CONTROL ? "; --control none runs the analysis without a control" : "");
   }
   for (size_t i = 0; i < st->n_cells; i++)
     if (st->cells[i].last_step > st->last[st->cells[i].d]) st->last[st->cells[i].d] = st->cells[i].last_step;
