@@ -9,7 +9,9 @@
 For each depth: the runs finished, running (with the step of their newest checkpoint, where a
 resumed run goes on from) and not yet started, out of 7 recipes x N seeds; the training time left
 at the speed the finished runs of that depth had (their run.json tokens_per_s, the median), in CPU
-hours and in wall hours over R ranks; and which seeds' drift measurements exist. The time left
+hours and in wall hours over R ranks; which seeds' drift measurements exist; and the training CPU
+time the finished runs took (their steps x tokens per step / tokens_per_s; a run resumed across
+sittings is timed by its record's speed), for the CPU time the report must give. The time left
 counts training steps only: a run also evaluates (32 batches every 125 steps in the study, about a
 tenth more), and a depth with no finished run has no speed yet, so its time is not counted (the
 line says so).
@@ -57,7 +59,7 @@ def run_shape(run_dir):
 
 
 def depth_status(out, depth, seeds):
-    finished, running, waiting, speeds, left_tokens = 0, [], 0, [], 0
+    finished, running, waiting, speeds, left_tokens, spent_s = 0, [], 0, [], 0, 0.0
     for recipe in RECIPES:
         for seed in range(1, seeds + 1):
             d = os.path.join(out, "L%d" % depth, "runs", recipe, "seed%d" % seed)
@@ -67,6 +69,7 @@ def depth_status(out, depth, seeds):
                 finished += 1
                 if run.get("tokens_per_s"):
                     speeds.append(float(run["tokens_per_s"]))
+                    spent_s += run.get("steps_done", steps) * per_step / float(run["tokens_per_s"])
                 continue
             done = newest_checkpoint_step(d) if run else 0
             if run:
@@ -75,7 +78,7 @@ def depth_status(out, depth, seeds):
                 waiting += 1
             left_tokens += (steps - done) * per_step
     speed = statistics.median(speeds) if speeds else None
-    return finished, running, waiting, speed, left_tokens
+    return finished, running, waiting, speed, left_tokens, spent_s
 
 
 def main():
@@ -91,10 +94,11 @@ def main():
     total = len(RECIPES) * a.seeds
     print("study %s: %d seeds x %d recipes = %d runs per depth" % (a.out, a.seeds, len(RECIPES), total))
     print("%-6s %9s %8s %7s %14s %10s" % ("depth", "finished", "running", "to run", "tokens/s", "CPU h left"))
-    all_done, cpu_left, unknown = 0, 0.0, []
+    all_done, cpu_left, cpu_spent, unknown = 0, 0.0, 0.0, []
     for depth in DEPTHS:
-        finished, running, waiting, speed, left_tokens = depth_status(a.out, depth, a.seeds)
+        finished, running, waiting, speed, left_tokens, spent_s = depth_status(a.out, depth, a.seeds)
         all_done += finished
+        cpu_spent += spent_s / 3600
         if left_tokens and speed is None:
             unknown.append(depth)
         hours = left_tokens / speed / 3600 if speed else 0.0
@@ -113,6 +117,8 @@ def main():
           " (evaluation adds about a tenth%s)"
           % (all_done, total * len(DEPTHS), cpu_left, cpu_left / a.ranks, a.ranks,
              "; not counted: L=%s, no finished run to time yet" % ",".join(map(str, unknown)) if unknown else ""))
+    print("spent: about %.1f CPU hours of training in the finished runs (steps x tokens per step / their"
+          " tokens_per_s; evaluation not included)" % cpu_spent)
     return 0
 
 

@@ -70,6 +70,10 @@ def main():
         check("drift measured for seeds: 1\n" in text, "drift seeds wrong:\n" + text)
         check("13 of 56 runs finished" in text, "total wrong:\n" + text)
         check("%.1f hours on 2 ranks" % (want_h / 2) in text, "wall hours wrong:\n" + text)
+        # Spent: 13 finished runs of 2000 x 1024 tokens, 5 at 100, 4 at 200 and 4 at 300 tokens/s.
+        spent_h = 2000 * 1024 * (5 / 100 + 4 / 200 + 4 / 300) / 3600
+        check("about %.1f CPU hours of training in the finished runs" % spent_h in text,
+              "CPU hours spent wrong (want %.1f):\n%s" % (spent_h, text))
         for loss in ("9.87", "8.76"):
             check(loss not in text, "a loss is printed:\n" + text)
 
