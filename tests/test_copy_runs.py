@@ -9,7 +9,9 @@ second compare with one more recipe keeps the copied runs ("4 done") and trains 
 and the source folder is not changed by a byte.
 
 study_followup.sh: its training flags are scripts/study.sh's, and it refuses to start before the
-study's final analysis exists (the blinding) or with bad arguments."""
+study's final analysis exists (the blinding) or with bad arguments; in a scratch tree whose study
+binary is a stub that logs its calls, it copies the study's runs and calls compare with the study's
+flags, seeds and windows, and tolerates a seed the study has not run."""
 import hashlib
 import json
 import os
@@ -179,5 +181,68 @@ def test_followup_flags_and_guard():
             check(p.returncode == 2 and what in p.stderr, "%s: exit %d, stderr %s" % (args, p.returncode, p.stderr))
 
 
+STUB = """#!/usr/bin/env bash
+# a stand-in for the study's binary: says its commit, and logs each compare call
+if [[ $1 == version ]]; then echo "ufp4 0.1.0 commit %s (OpenBLAS kernels: Haswell)"; exit 0; fi
+printf '%%s\\n' "$*" >> "$(dirname "$0")/calls.log"
+"""
+
+
+def test_followup_end_to_end():
+    """study_followup.sh in a scratch tree whose study binary is a stub that logs its calls: the
+    study's finished runs are copied, and compare gets the study's flags, seeds and windows."""
+    with open(os.path.join(SRC, "scripts", "study.sh")) as f:
+        commit = re.search(r"^STUDY_COMMIT=\$\{STUDY_COMMIT:-([0-9a-f]+)\}$", f.read(), re.M).group(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        os.makedirs(os.path.join(tmp, "scripts"))
+        for name in ("study_followup.sh", "copy_runs.py", "study.sh"):
+            shutil.copy(os.path.join(SRC, "scripts", name), os.path.join(tmp, "scripts", name))
+        binary = os.path.join(tmp, ".study", "build", "ufp4")
+        os.makedirs(os.path.dirname(binary))
+        with open(binary, "w") as f:
+            f.write(STUB % commit[:12])
+        os.chmod(binary, 0o755)
+        study = os.path.join(tmp, "reports", "study")
+        for depth in (2, 4, 8, 16):
+            for r in ("bf16", "fp32", "e2m1", "nvfp4", "ufp4", "e2m1_tile2d_1"):
+                for seed in range(1, 13):
+                    make_run(os.path.join(study, "L%d" % depth), r, seed)
+        os.makedirs(os.path.join(study, "final"))
+        with open(os.path.join(study, "final", "analysis.json"), "w") as f:
+            f.write("{}")
+        env = dict(os.environ, STUDY_NP="1")
+        env.pop("STUDY_COMMIT", None)
+        p = subprocess.run(["bash", "scripts/study_followup.sh", "fos"], cwd=tmp, capture_output=True, text=True,
+                           env=env)
+        check(p.returncode == 0, "fos: exit %d: %s" % (p.returncode, p.stdout + p.stderr))
+        check(LOSS not in p.stdout + p.stderr, "fos printed a loss")
+        log = os.path.join(tmp, ".study", "build", "calls.log")
+        calls = open(log).read().splitlines() if os.path.exists(log) else []
+        check(len(calls) == 4, "fos: %d compare calls, not 4: %s" % (len(calls), calls))
+        for depth, call in zip((2, 4, 8, 16), calls):
+            want = ("compare --data data/shards/sotu-bpe2048 --out reports/fos/L%d --recipes "
+                    "e2m1;e2m1-4over6;nvfp4;nvfp4-4over6;ufp4 --seed 1 --seeds 12 --same-bits-as "
+                    "9d13365e3ac8,1689742253fe --final-steps 400 --layers %d --steps 2000 --d-model 64 --heads 4 "
+                    "--ffn 192 --seq-len 128 --batch 8 --lr 2e-3 --warmup 50 --eval-every 125 --eval-batches 32"
+                    % (depth, depth))
+            check(call == want, "fos call at L=%d:\n %s\nnot\n %s" % (depth, call, want))
+            runs = os.path.join(tmp, "reports", "fos", "L%d" % depth, "runs")
+            got = sorted(os.listdir(runs)) if os.path.isdir(runs) else []
+            check(got == ["bf16", "e2m1", "fp32", "nvfp4", "ufp4"], "fos L=%d copied %s" % (depth, got))
+            if got:
+                check(len(os.listdir(os.path.join(runs, "e2m1"))) == 12, "fos L=%d: not 12 e2m1 seeds" % depth)
+        os.remove(log)
+        p = subprocess.run(["bash", "scripts/study_followup.sh", "schedule", "16", "13"], cwd=tmp,
+                           capture_output=True, text=True, env=env)
+        out = p.stdout + p.stderr
+        check(p.returncode == 0, "schedule 16 13 (seed 13 not in the study): exit %d: %s" % (p.returncode, out))
+        check("not finished" in out and "seed13" in out, "the missing seed 13 is not named: %s" % out)
+        calls = open(log).read().splitlines() if os.path.exists(log) else []
+        check(len(calls) == 1 and "--out reports/schedule/L16 " in calls[0] and "--seeds 13 " in calls[0]
+              and "e2m1;e2m1@0,bf16@0.9;ufp4;ufp4@0,bf16@0.9;nvfp4;nvfp4@0,bf16@0.9" in calls[0]
+              and "--final-steps 100 --layers 16 " in calls[0], "schedule call: %s" % calls)
+
+
 if __name__ == "__main__":
-    finish("test_copy_runs", test_copy_made_up, test_copy_with_compare, test_followup_flags_and_guard)
+    finish("test_copy_runs", test_copy_made_up, test_copy_with_compare, test_followup_flags_and_guard,
+           test_followup_end_to_end)
