@@ -101,5 +101,5 @@ for ((n = 2; n <= seeds + 1; n += 2)); do
   done
 done
 echo "== $(date -u +%FT%TZ) study: seeds 1..$seeds done at every depth"
-echo "next: build/ufp4 study --sd-only --out $out/stage2 --depth 2=$out/L2 --depth 4=$out/L4 --depth 8=$out/L8 --depth 16=$out/L16"
+echo "next: build/ufp4 study --sd-only --seeds $seeds --out $out/stage2 --depth 2=$out/L2 --depth 4=$out/L4 --depth 8=$out/L8 --depth 16=$out/L16"
 echo "(stage 1: the seeds stage 2 needs, docs/STUDY.md section 5; the full analysis only at the final n)"

@@ -34,6 +34,22 @@
  *            is the larger of the two (an intersection-union test). (b) b's interval lies inside
  *            (-0.25 |mean a|, +0.25 |mean a|), forward and backward: b's slope is within a quarter
  *            of a's from zero, i.e. b "does not compound" by the registered margin.
+ *   H3, secondary  the same form for the other measures of drift.json, from its per-batch values:
+ *            per batch the least-squares slope of ln(measure) against the blocks the signal has
+ *            crossed, the seed's value the mean over its batches, then a, b and a - b over seeds:
+ *              forward cosine      ln c_l against l, l = 1..L (as the forward ratio)
+ *              dX cosine           ln c_l against L - l, l = 0..L (as the dX ratio)
+ *              dW ratio / cosine   per projection kind (the tensors model.layers.<i>.<rest> whose
+ *                                  <rest> ends in "_proj.weight", e.g. self_attn.q_proj.weight):
+ *                                  ln of block i's measure against L - 1 - i, i = 0..L-1 (the
+ *                                  gradient reaching block i has crossed the L - 1 - i above it)
+ *            A batch with a non-positive measure makes its seed's value NaN (that seed leaves the
+ *            test; n says so). Holm within this family over a's tests, at alpha.
+ *            Also kept: per seed, the drift's own batch-level mean and 95% interval of the two
+ *            primary slopes, and per block the seed mean (95% interval over seeds) of the forward
+ *            and dX ratio and cosine of a and b (h3_curves).
+ *            A drift.json must say mode "both", name a checkpoint path with a "seed<N>" folder of
+ *            its own seed, and have the same batches and blocks as the others.
  *   Holm     over the p-values of H1, H2, H3(a) at alpha (0.05/3, 0.05/2, 0.05 in turn, stopping
  *            at the first that fails). A hypothesis is supported when Holm rejects it AND its
  *            estimate has the predicted sign (H1, H2 positive; H3 negative) AND, for H3, (b) holds.
@@ -42,8 +58,12 @@
  *            interval of the seed mean of G_4 - G_3 contains 0 and |mean| is below
  *            max(|mean G_4| / 4, 0.002).
  *   stage 2  (the internal pilot, section 5) sd of d(s) only; the target 0.005 nats in pp is
- *            100 * target / mean L_base; n = max(n_min, ufp4_paired_n(target, sd, alpha / 3, 0.8)),
- *            at most n_cap (then the MDD reached at n_cap is given).
+ *            100 * target / mean L_base (the mean over seeds and depths); n = max(n_min,
+ *            ufp4_paired_n(target, sd, alpha / 3, 0.8)), at most n_cap (then the MDD reached at
+ *            n_cap is given). Written only by an sd_only call (stage2.json); the final analysis
+ *            reports the n it has and H1's MDD at that n instead of deciding n again.
+ * A run counts as finished when its run.json says so and its last evaluation is at the depth's
+ * last step; the binaries (run.json's commit) of the runs in the analysis are listed.
  * No figure depends on the order of the folders or the file system's listing order. */
 #ifndef UFP4_STUDY_H
 #define UFP4_STUDY_H
@@ -60,6 +80,8 @@ UFP4_API_BEGIN
 
 #define UFP4_STUDY_MAX_DEPTHS 8
 #define UFP4_STUDY_MAX_SECONDARY 8
+#define UFP4_STUDY_MAX_PROJ_KINDS 16 /* projection kinds of a block whose dW enter H3's secondary family */
+#define UFP4_STUDY_MAX_H3_SECONDARY (2 + 2 * UFP4_STUDY_MAX_PROJ_KINDS)
 
 typedef struct {
   int depth;
@@ -92,6 +114,13 @@ typedef struct {
   int rejected;    /* by Holm in its family */
 } ufp4_study_test;
 
+/* One secondary H3 measure: a's, b's and a - b's slope over seeds; b inside the margin of |a|. */
+typedef struct {
+  char name[72]; /* "forward cosine", "dX cosine", "dW ratio self_attn.q_proj", "dW cosine ..." */
+  ufp4_study_test a, b, diff;
+  int b_equivalent;
+} ufp4_study_h3_measure;
+
 typedef struct {
   int n_depths, depth[UFP4_STUDY_MAX_DEPTHS]; /* ascending */
   size_t n_seeds;
@@ -105,6 +134,7 @@ typedef struct {
   int h1_below_noise;     /* |mean d| < noise floor */
   int has_control;
   ufp4_study_test control; /* e_c(s), not in any family */
+  ufp4_study_test control_depth[UFP4_STUDY_MAX_DEPTHS]; /* the control's relative error at each depth */
   double noise_floor;     /* |mean e_c|, pp; NaN without control */
   int n_secondary;
   ufp4_study_test secondary[UFP4_STUDY_MAX_SECONDARY];
@@ -119,20 +149,33 @@ typedef struct {
   double h3_p;            /* max of h3_a[0].p, h3_a[1].p */
   ufp4_study_test h3;     /* Holm's view of H3(a) */
   int h3_equivalent[2];   /* (b) per direction */
+  long h3_batches;        /* batches of every drift measurement */
+  int h3_layers;          /* L of the drift checkpoints */
+  int n_h3_secondary;
+  ufp4_study_h3_measure h3_secondary[UFP4_STUDY_MAX_H3_SECONDARY];
+  double *h3_seed_slopes; /* [n_seeds][a, b][forward, dX][mean, ci_lo, ci_hi]: each checkpoint's
+                           * slope over its batches, as drift.json has it */
+  double *h3_curves;      /* [forward ratio, forward cosine, dX ratio, dX cosine][a, b][h3_layers + 1]
+                           * [mean, ci_lo, ci_hi]: per block, the seeds' means of their batch means */
+  char binaries[512];     /* the commits (run.json) of the runs in the analysis, ", "-joined */
+  int last_step[UFP4_STUDY_MAX_DEPTHS]; /* the last evaluation step of each depth */
   /* stage 2 */
   double sd_pp, target_pp;
-  size_t n_needed;        /* max(n_min, paired_n), capped */
+  size_t n_needed;        /* max(n_min, paired_n), capped; 0 outside sd_only */
   int capped;             /* the cap binds: mdd_at_cap is what n_cap reaches */
   double mdd_at_cap;
 } ufp4_study_result;
 
 /* Reads the folders (and drift files) and computes everything above. With sd_only the tests are
  * not computed (their fields are NaN): only the seeds, mean_base, sd_pp, target_pp, n_needed,
- * capped and mdd_at_cap, as the internal pilot allows. *out is calloc'ed; NULL on failure. */
+ * capped and mdd_at_cap, as the internal pilot allows. Without drift_dir the H3 fields are NaN
+ * and has_h3 is 0. *out is calloc'ed; NULL on failure. */
 int ufp4_study_analyze(const ufp4_study_folder *folders, size_t n_folders, const ufp4_study_options *o,
                        int sd_only, ufp4_study_result **out);
-/* analysis.json and analysis.md (or, for an sd_only result, stage2.json) into out_dir (created if
- * needed), each written atomically. `command` and `commit` are recorded; either may be NULL. */
+/* analysis.json and analysis.md (with H3, also h3_curves.dat and the plots h3_forward and
+ * h3_backward, .svg and .png, when gnuplot runs), or, for an sd_only result, stage2.json, into
+ * out_dir (created if needed), each file written atomically. `command` and `commit` are recorded;
+ * either may be NULL. */
 int ufp4_study_write(const ufp4_study_result *r, const ufp4_study_options *o, int sd_only, const char *command,
                      const char *commit, const char *out_dir);
 void ufp4_study_free(ufp4_study_result *r);

@@ -17,13 +17,16 @@ static void usage(FILE *out) {
           "(several folders may give one depth: stage 1 and stage 2). Writes DIR/analysis.md and\n"
           "DIR/analysis.json: H1 (the depth-mean of D = 100 (L_a - L_b) / L_base), H2 (its slope against\n"
           "log2 depth) and H3 (the drift slopes of a and b at fixed weights) with Holm over the three, the\n"
-          "per-depth tests, the secondary recipes, the noise floor of the control and the settledness of\n"
-          "the gap per quarter of training. A seed counts when a, b and the baseline finished at every depth.\n\n"
+          "per-depth tests, the secondary recipes, the noise floor of the control, the settledness of\n"
+          "the gap per quarter of training, and with --drift H3's secondary measures (cosines, dW per\n"
+          "projection kind) and the per-block curves (DIR/h3_curves.dat, h3_forward.svg, h3_backward.svg).\n"
+          "A seed counts when a, b and the baseline finished (run.json) at every depth.\n\n"
           "options:\n"
           "  --drift DIR         DIR/seed<N>/drift.json from `ufp4 drift --mode both` on each seed's final\n"
           "                      baseline checkpoint (H3); without it H3 counts as not rejected\n"
           "  --sd-only           the internal pilot's look: only the sd of the H1 statistic and the seeds it\n"
-          "                      needs (DIR/stage2.json); no mean and no test is computed\n"
+          "                      needs (DIR/stage2.json); no mean and no test is computed (give --seeds\n"
+          "                      with stage 1's count when stage 2 will share the folders)\n"
           "  --a NAME --b NAME   the pair (default e2m1, ufp4)\n"
           "  --baseline NAME     default bf16\n"
           "  --control NAME      default fp32; 'none' for no control\n"
@@ -107,12 +110,14 @@ static int parse(int argc, char **argv, ufp4_study_options *o, ufp4_study_folder
 static void print_summary(const ufp4_study_result *r, int sd_only, const char *out) {
   printf("%zu seeds finished at every depth%s%s\n", r->n_seeds, r->excluded[0] ? "; left out: " : "", r->excluded);
   if (r->unreadable[0]) printf("a run could not be read (counted as unfinished): %s\n", r->unreadable);
-  printf("sd of the H1 statistic %.4f pp, target %.4f pp: %zu seeds%s\n", r->sd_pp, r->target_pp, r->n_needed,
-         r->capped ? " (cap)" : "");
   if (sd_only) {
+    printf("sd of the H1 statistic %.4f pp, target %.4f pp: %zu seeds%s\n", r->sd_pp, r->target_pp, r->n_needed,
+           r->capped ? " (cap)" : "");
     printf("stage 2: %s/stage2.json\n", out);
     return;
   }
+  printf("sd of the H1 statistic %.4f pp; H1's MDD at %zu seeds %.4f pp (target %.4f pp)\n", r->sd_pp, r->n_seeds,
+         r->h1.s.mdd, r->target_pp);
   printf("H1 mean %+.4f pp [%+.4f, %+.4f] p=%.3g: %s\n", r->h1.s.mean, r->h1.s.lo, r->h1.s.hi, r->h1.s.p,
          r->h1_supported ? "supported" : "not supported");
   printf("H2 slope %+.4f pp/doubling [%+.4f, %+.4f] p=%.3g: %s\n", r->h2.s.mean, r->h2.s.lo, r->h2.s.hi, r->h2.s.p,

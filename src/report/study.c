@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 
 #include "report/report_load.h"
+#include "report/study_internal.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
 #include "ufp4/stats.h"
@@ -26,7 +27,9 @@ typedef struct {
   int d, role;      /* depth index, role */
   long long seed;
   int last_step;    /* of the last evaluation; -1 when there is none */
+  int finished;     /* its run.json says finished */
   double final;     /* its val_loss */
+  char commit[256]; /* the binary that trained it (run.json), "" when unknown */
   ufp4_series val;
 } cell;
 
@@ -65,10 +68,11 @@ static const cell *find(const study *st, int d, int role, long long seed) {
   return NULL;
 }
 
-/* A finished run of (d, role, seed): one whose last evaluation is at the depth's last step. */
+/* A finished run of (d, role, seed): its run.json says finished, and its last evaluation is at
+ * the depth's last step. */
 static const cell *done(const study *st, int d, int role, long long seed) {
   const cell *c = st->names[role] ? find(st, d, role, seed) : NULL;
-  return c && c->last_step >= 0 && c->last_step == st->last[d] ? c : NULL;
+  return c && c->finished && c->last_step >= 0 && c->last_step == st->last[d] ? c : NULL;
 }
 
 static int is_seed_dir(const char *name, long long *seed) {
@@ -106,6 +110,8 @@ static int add_cell(study *st, int d, int role, long long seed, const char *run)
    * names it. Any other run that cannot be read is one being written: unfinished. */
   ufp4_run_record rec;
   const int finished = !ufp4_run_record_read(run, &rec) && rec.state == UFP4_RUN_FINISHED;
+  c->finished = finished;
+  if (finished) snprintf(c->commit, sizeof c->commit, "%s", rec.commit);
   if (stat(path, &sb)) { /* a run not started yet: present, unfinished */
     if (finished)
       return ufp4_fail(UFP4_EFORMAT, "%s: missing in a finished run (by its run.json): its seed cannot be analysed",
@@ -226,8 +232,13 @@ static double depth_mean_pp(const study *st, const ufp4_study_result *r, int x, 
   return s / r->n_depths;
 }
 
-static void summarize(const double *v, size_t n, double alpha, double power, ufp4_study_test *t) {
-  /* Only the finite values: a seed without the runs of a comparison is not in it. */
+void study_test_none(ufp4_study_test *t) {
+  memset(t, 0, sizeof *t);
+  t->p_holm = NAN;
+  t->s.mean = t->s.sd = t->s.se = t->s.t = t->s.p = t->s.lo = t->s.hi = t->s.mdd = t->s.alpha = NAN;
+}
+
+void study_summarize(const double *v, size_t n, double alpha, double power, ufp4_study_test *t) {
   double *f = malloc((n + 1) * sizeof *f);
   size_t m = 0;
   for (size_t i = 0; f && i < n; i++)
@@ -236,15 +247,14 @@ static void summarize(const double *v, size_t n, double alpha, double power, ufp
   t->p_holm = NAN;
   t->valid = f && m >= 2 && !ufp4_paired_summarize(f, m, LEVEL, alpha, power, &t->s);
   if (!t->valid) {
+    study_test_none(t);
     t->s.n = m;
-    t->s.mean = t->s.sd = t->s.se = t->s.t = t->s.p = t->s.lo = t->s.hi = t->s.mdd = NAN;
   }
   free(f);
 }
 
-/* Holm's step-down at alpha over tests[0..n); an invalid test has p = 1. */
-static void holm(ufp4_study_test **tests, int n, double alpha) {
-  int order[16];
+void study_holm(ufp4_study_test **tests, int n, double alpha) {
+  int order[64];
   for (int i = 0; i < n; i++) order[i] = i;
   for (int i = 1; i < n; i++) /* insertion sort by p, ties in the given order */
     for (int j = i; j > 0; j--) {
@@ -255,6 +265,7 @@ static void holm(ufp4_study_test **tests, int n, double alpha) {
       order[j] = order[j - 1];
       order[j - 1] = tmp;
     }
+  for (int i = 0; i < n; i++) tests[i]->p_holm = NAN, tests[i]->rejected = 0; /* not reached */
   for (int i = 0; i < n; i++) {
     ufp4_study_test *t = tests[order[i]];
     t->p_holm = alpha / (n - i);
@@ -263,17 +274,22 @@ static void holm(ufp4_study_test **tests, int n, double alpha) {
   }
 }
 
-static double slope_log2(const ufp4_study_result *r, const double *y) {
+double study_ls_slope(const double *x, const double *y, int n) {
   double mx = 0, my = 0, sxx = 0, sxy = 0;
-  for (int d = 0; d < r->n_depths; d++) mx += log2(r->depth[d]), my += y[d];
-  mx /= r->n_depths;
-  my /= r->n_depths;
-  for (int d = 0; d < r->n_depths; d++) {
-    const double x = log2(r->depth[d]) - mx;
-    sxx += x * x;
-    sxy += x * (y[d] - my);
+  for (int i = 0; i < n; i++) mx += x[i], my += y[i];
+  mx /= n;
+  my /= n;
+  for (int i = 0; i < n; i++) {
+    sxx += (x[i] - mx) * (x[i] - mx);
+    sxy += (x[i] - mx) * (y[i] - my);
   }
-  return sxx > 0 ? sxy / sxx : NAN;
+  return sxx > 0 && isfinite(sxy) ? sxy / sxx : NAN;
+}
+
+static double slope_log2(const ufp4_study_result *r, const double *y) {
+  double x[UFP4_STUDY_MAX_DEPTHS];
+  for (int d = 0; d < r->n_depths; d++) x[d] = log2(r->depth[d]);
+  return study_ls_slope(x, y, r->n_depths);
 }
 
 /* G_q(s) of one depth: quarter means of L_a - L_b over the evaluations both runs made. */
@@ -303,7 +319,7 @@ static void settledness(const study *st, ufp4_study_result *r, double alpha, dou
       for (size_t s = 0; s < n; s++) m += gq[4 * s + q];
       r->g_mean[d][q] = n ? m / (double)n : NAN;
     }
-    summarize(diff, n, alpha, power, &r->settle[d]);
+    study_summarize(diff, n, alpha, power, &r->settle[d]);
     const ufp4_paired_summary *x = &r->settle[d].s;
     const double bound = fmax(fabs(r->g_mean[d][3]) / 4, SETTLE_FLOOR);
     r->settled[d] = r->settle[d].valid && x->lo <= 0 && x->hi >= 0 && fabs(x->mean) < bound;
@@ -312,107 +328,14 @@ static void settledness(const study *st, ufp4_study_result *r, double alpha, dou
   free(gq);
 }
 
-/* recipes[].log_ratio_slope.mean (forward) and .backward.log_ratio_slope.mean of `name`. */
-static int drift_slopes(const cJSON *j, const char *name, const char *path, double out[2]) {
-  const cJSON *recipes = cJSON_GetObjectItemCaseSensitive(j, "recipes"), *it;
-  cJSON_ArrayForEach(it, recipes) {
-    const cJSON *rn = cJSON_GetObjectItemCaseSensitive(it, "recipe");
-    if (!cJSON_IsString(rn) || strcmp(rn->valuestring, name)) continue;
-    const cJSON *f = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(it, "log_ratio_slope"), "mean");
-    const cJSON *bw = cJSON_GetObjectItemCaseSensitive(it, "backward");
-    const cJSON *b = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(bw, "log_ratio_slope"), "mean");
-    if (!cJSON_IsNumber(f) || !cJSON_IsNumber(b))
-      return ufp4_fail(UFP4_EFORMAT,
-                       "%s: recipe %s lacks the forward or backward log_ratio_slope (run ufp4 drift --mode both)",
-                       path, name);
-    out[0] = f->valuedouble;
-    out[1] = b->valuedouble;
-    return 0;
-  }
-  return ufp4_fail(UFP4_EFORMAT, "%s: no recipe \"%s\" in \"recipes\"", path, name);
-}
-
-static int h3_seed(const ufp4_study_options *o, long long seed, double a[2], double b[2], int *found) {
-  char path[4200];
-  snprintf(path, sizeof path, "%s/seed%lld/drift.json", o->drift_dir, seed);
-  struct stat sb;
-  *found = !stat(path, &sb);
-  if (!*found) return 0;
-  char *text;
-  size_t size;
-  int rc = rpt_read_file(path, 256u << 20, "a drift measurement", &text, &size);
-  if (rc) return rc;
-  cJSON *j = cJSON_ParseWithLength(text, size);
-  free(text);
-  if (!j) return ufp4_fail(UFP4_EFORMAT, "%s: not JSON", path);
-  rc = drift_slopes(j, o->a, path, a);
-  if (!rc) rc = drift_slopes(j, o->b, path, b);
-  cJSON_Delete(j);
-  return rc;
-}
-
-/* Every included seed needs its drift.json: H3 over fewer seeds than H1 and H2 would be another
- * analysis than the registered one, so a missing file is an error naming the seeds. */
-static int h3_files_present(const ufp4_study_options *o, const ufp4_study_result *r) {
-  struct stat sb;
-  if (stat(o->drift_dir, &sb) || !S_ISDIR(sb.st_mode))
-    return ufp4_fail(UFP4_EINVAL, "study: --drift %s: not a folder", o->drift_dir);
-  char missing[400] = "";
-  size_t len = 0, n_missing = 0;
-  for (size_t s = 0; s < r->n_seeds; s++) {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/seed%lld/drift.json", o->drift_dir, r->seeds[s]);
-    if (!stat(path, &sb)) continue;
-    n_missing++;
-    if (len + 24 < sizeof missing)
-      len += (size_t)snprintf(missing + len, sizeof missing - len, "%s%lld", len ? ", " : "", r->seeds[s]);
-  }
-  if (!n_missing) return 0;
-  return ufp4_fail(UFP4_EINVAL,
-                   "study: --drift %s: no seed<N>/drift.json for %zu of the %zu included seeds (seed %s); measure "
-                   "them (ufp4 drift --mode both on each seed's final baseline checkpoint, as scripts/study.sh does)",
-                   o->drift_dir, n_missing, r->n_seeds, missing);
-}
-
-static int h3(const ufp4_study_options *o, ufp4_study_result *r) {
-  int rc = h3_files_present(o, r);
-  if (rc) return rc;
-  const size_t n = r->n_seeds;
-  double *v = malloc((6 * n + 1) * sizeof *v);
-  if (!v) return ufp4_fail(UFP4_ENOMEM, "study: out of memory");
-  for (size_t s = 0; s < n && !rc; s++) {
-    double a[2], b[2];
-    int found;
-    rc = h3_seed(o, r->seeds[s], a, b, &found);
-    for (int k = 0; k < 2; k++) {
-      v[(0 + k) * n + s] = found ? a[k] : NAN;
-      v[(2 + k) * n + s] = found ? b[k] : NAN;
-      v[(4 + k) * n + s] = found ? a[k] - b[k] : NAN;
-    }
-    r->h3_seeds += (size_t)(found && !rc);
-  }
-  for (int k = 0; k < 2 && !rc; k++) {
-    summarize(v + (0 + k) * n, n, o->alpha / 3, o->power, &r->h3_a[k]);
-    summarize(v + (2 + k) * n, n, o->alpha / 3, o->power, &r->h3_b[k]);
-    summarize(v + (4 + k) * n, n, o->alpha / 3, o->power, &r->h3_diff[k]);
-    const double m = o->margin * fabs(r->h3_a[k].s.mean);
-    r->h3_equivalent[k] = r->h3_b[k].valid && r->h3_b[k].s.lo > -m && r->h3_b[k].s.hi < m;
-  }
-  free(v);
-  if (rc) return rc;
-  r->has_h3 = r->h3_a[0].valid && r->h3_a[1].valid;
-  r->h3 = r->h3_a[0].s.p >= r->h3_a[1].s.p ? r->h3_a[0] : r->h3_a[1]; /* the IUT: the larger p */
-  r->h3.valid = r->has_h3;
-  r->h3_p = r->has_h3 ? r->h3.s.p : NAN;
-  return 0;
-}
-
-static void stage2(const ufp4_study_options *o, ufp4_study_result *r, const double *d1) {
+/* The sd of d(s) and the target in pp; with decide (the stage-1 look), the seeds needed. */
+static void stage2(const ufp4_study_options *o, ufp4_study_result *r, const double *d1, int decide) {
   const size_t n = r->n_seeds;
   r->sd_pp = n >= 2 ? ufp4_std(d1, n) : NAN;
   r->target_pp = 100.0 * o->target_nats / r->mean_base;
-  r->n_needed = (size_t)o->n_min;
   r->mdd_at_cap = NAN;
+  if (!decide) return;
+  r->n_needed = (size_t)o->n_min;
   if (!(r->sd_pp > 0)) return;
   size_t need = 0;
   const double a3 = o->alpha / 3;
@@ -430,25 +353,29 @@ static void tests(const study *st, const ufp4_study_options *o, ufp4_study_resul
   const size_t n = r->n_seeds;
   double *v = malloc((n + 1) * sizeof *v), y[UFP4_STUDY_MAX_DEPTHS];
   if (!v) return;
-  summarize(d1, n, o->alpha / 3, o->power, &r->h1);
+  study_summarize(d1, n, o->alpha / 3, o->power, &r->h1);
   for (size_t s = 0; s < n; s++) {
     for (int d = 0; d < r->n_depths; d++) y[d] = rel_pp(st, r, R_A, R_B, r->seeds[s], d);
     v[s] = slope_log2(r, y);
   }
-  summarize(v, n, o->alpha / 3, o->power, &r->h2);
+  study_summarize(v, n, o->alpha / 3, o->power, &r->h2);
   ufp4_study_test *fam[UFP4_STUDY_MAX_SECONDARY + UFP4_STUDY_MAX_DEPTHS];
   for (int d = 0; d < r->n_depths; d++) {
     for (size_t s = 0; s < n; s++) v[s] = rel_pp(st, r, R_A, R_B, r->seeds[s], d);
-    summarize(v, n, o->alpha, o->power, &r->per_depth[d]);
+    study_summarize(v, n, o->alpha, o->power, &r->per_depth[d]);
     fam[d] = &r->per_depth[d];
   }
-  holm(fam, r->n_depths, o->alpha);
+  study_holm(fam, r->n_depths, o->alpha);
   r->has_control = o->control != NULL;
   r->noise_floor = NAN;
   if (r->has_control) {
     for (size_t s = 0; s < n; s++) v[s] = depth_mean_pp(st, r, R_CONTROL, R_BASE, r->seeds[s]);
-    summarize(v, n, o->alpha, o->power, &r->control);
+    study_summarize(v, n, o->alpha, o->power, &r->control);
     r->noise_floor = fabs(r->control.s.mean);
+    for (int d = 0; d < r->n_depths; d++) {
+      for (size_t s = 0; s < n; s++) v[s] = rel_pp(st, r, R_CONTROL, R_BASE, r->seeds[s], d);
+      study_summarize(v, n, o->alpha, o->power, &r->control_depth[d]);
+    }
   }
   /* The reference role holds runs only when it names another recipe than a (load_folder). */
   const char *rn = st->names[R_SECONDARY + UFP4_STUDY_MAX_SECONDARY];
@@ -456,16 +383,16 @@ static void tests(const study *st, const ufp4_study_options *o, ufp4_study_resul
   r->n_secondary = o->n_secondary;
   for (int k = 0; k < o->n_secondary; k++) {
     for (size_t s = 0; s < n; s++) v[s] = depth_mean_pp(st, r, R_SECONDARY + k, ref, r->seeds[s]);
-    summarize(v, n, o->alpha, o->power, &r->secondary[k]);
+    study_summarize(v, n, o->alpha, o->power, &r->secondary[k]);
     fam[k] = &r->secondary[k];
   }
-  holm(fam, o->n_secondary, o->alpha);
+  study_holm(fam, o->n_secondary, o->alpha);
   free(v);
 }
 
 static void primary_decisions(const ufp4_study_options *o, ufp4_study_result *r) {
   ufp4_study_test *fam[3] = {&r->h1, &r->h2, &r->h3};
-  holm(fam, 3, o->alpha);
+  study_holm(fam, 3, o->alpha);
   r->h1_supported = r->h1.rejected && r->h1.s.mean > 0;
   r->h2_supported = r->h2.rejected && r->h2.s.mean > 0;
   r->h3_supported = r->has_h3 && r->h3.rejected && r->h3_a[0].s.hi < 0 && r->h3_a[1].s.hi < 0 &&
@@ -524,11 +451,46 @@ static int setup(study *st, const ufp4_study_folder *f, size_t nf, const ufp4_st
   return 0;
 }
 
+/* Every figure NaN and every test invalid until computed. */
+static void result_none(ufp4_study_result *r) {
+  ufp4_study_test *all[] = {&r->h1, &r->h2, &r->control, &r->h3, &r->h3_a[0], &r->h3_a[1], &r->h3_b[0],
+                            &r->h3_b[1], &r->h3_diff[0], &r->h3_diff[1]};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) study_test_none(all[i]);
+  for (int d = 0; d < UFP4_STUDY_MAX_DEPTHS; d++) {
+    study_test_none(&r->per_depth[d]);
+    study_test_none(&r->settle[d]);
+    study_test_none(&r->control_depth[d]);
+    for (int q = 0; q < 4; q++) r->g_mean[d][q] = NAN;
+  }
+  for (int k = 0; k < UFP4_STUDY_MAX_SECONDARY; k++) study_test_none(&r->secondary[k]);
+  r->mean_base = r->noise_floor = r->h3_p = r->sd_pp = r->target_pp = r->mdd_at_cap = NAN;
+}
+
+/* The commits of the runs that enter the analysis (the included seeds' finished runs), distinct,
+ * in the order met. */
+static void binaries(const study *st, ufp4_study_result *r) {
+  size_t len = 0;
+  for (size_t s = 0; s < r->n_seeds; s++)
+    for (int d = 0; d < r->n_depths; d++)
+      for (int role = 0; role < st->n_roles; role++) {
+        const cell *c = done(st, d, role, r->seeds[s]);
+        const char *id = c && c->commit[0] ? c->commit : c ? "unknown" : NULL;
+        if (!id) continue;
+        const size_t n = strlen(id);
+        int seen = 0;
+        for (const char *p = r->binaries; !seen && (p = strstr(p, id)); p += n)
+          seen = (p == r->binaries || p[-1] == ' ') && (p[n] == ',' || !p[n]);
+        if (!seen && len + n + 3 < sizeof r->binaries)
+          len += (size_t)snprintf(r->binaries + len, sizeof r->binaries - len, "%s%s", len ? ", " : "", id);
+      }
+}
+
 int ufp4_study_analyze(const ufp4_study_folder *folders, size_t n_folders, const ufp4_study_options *o, int sd_only,
                        ufp4_study_result **out) {
   *out = NULL;
   ufp4_study_result *r = calloc(1, sizeof *r);
   if (!r) return ufp4_fail(UFP4_ENOMEM, "study: out of memory");
+  result_none(r);
   study st;
   int rc = setup(&st, folders, n_folders, o, r);
   if (!rc) rc = pick_seeds(&st, r);
@@ -546,11 +508,13 @@ int ufp4_study_analyze(const ufp4_study_folder *folders, size_t n_folders, const
       for (int d = 0; d < r->n_depths; d++) base += done(&st, d, R_BASE, r->seeds[s])->final;
     }
     r->mean_base = base / ((double)r->n_seeds * r->n_depths);
-    stage2(o, r, d1);
+    for (int d = 0; d < r->n_depths; d++) r->last_step[d] = st.last[d];
+    binaries(&st, r);
+    stage2(o, r, d1, sd_only);
     if (!sd_only) {
       tests(&st, o, r, d1);
       settledness(&st, r, o->alpha, o->power);
-      if (o->drift_dir) rc = h3(o, r);
+      if (o->drift_dir) rc = study_h3(o, r);
       if (!rc) primary_decisions(o, r);
     }
   }
@@ -568,5 +532,7 @@ int ufp4_study_analyze(const ufp4_study_folder *folders, size_t n_folders, const
 void ufp4_study_free(ufp4_study_result *r) {
   if (!r) return;
   free(r->seeds);
+  free(r->h3_seed_slopes);
+  free(r->h3_curves);
   free(r);
 }
