@@ -12,7 +12,7 @@
  *   per depth: mean A(x), sd |V(x)|
  * The p-values come from the closed-form CDF of 2 degrees of freedom, P(|T| > t) =
  * 1 - t / sqrt(2 + t^2), the intervals from the printed t_{0.975, 2}.
- * H3 (drift of 3-block checkpoints, 2 batches): e2m1's forward slopes -0.02 + 0.001 (s - 2)... see
+ * H3 (drift of the 16-block checkpoints, 2 batches): e2m1's forward slopes -0.02 + 0.001 (s - 2)... see
  * write_drift. p(H3) < p(H1) < p(H2), the reverse of the order the family is given in, so Holm
  * must sort: H3 at 0.05/3, H1 at 0.05/2, H2 at 0.05, all rejected.
  * Settledness: at depth 4, quarters 1-3 of L_e2m1 - L_ufp4 are 0.05 + 0.001 s nats lower than the
@@ -41,7 +41,7 @@ static char root[] = "/tmp/ufp4_test_study_XXXXXX";
 #define T975_DF2 4.302652729749464 /* t_{0.975, 2}, from a printed table */
 #define S_LAST 400
 #define N_DEPTHS 4
-#define DL 3 /* blocks of the drift checkpoints */
+#define DL 16 /* blocks of the drift checkpoints: the deepest depth */
 #define NB 2 /* batches of a drift measurement */
 
 static const int DEPTH[N_DEPTHS] = {2, 4, 8, 16};
@@ -103,7 +103,7 @@ static void make_depth(int x) {
       const vctx v = {x, s, recipes[k]};
       const int running = s == 4 && x == 2 && k == 3; /* seed 4's e2m1 at depth 4: at step 200 */
       /* one run resumed by a second binary: the list of binaries names both */
-      const char *commit = s == 2 && x == 4 && k == 0 ? "def+abc" : "abc";
+      const char *commit = s == 1 && x == 1 && k == 3 ? "def+abc" : "abc";
       write_run(folder, &v, running ? 200 : S_LAST, running ? "running" : "finished", commit);
     }
 }
@@ -116,8 +116,9 @@ static double off(int b) { return 0.001 * (b + 1); }
 
 /* The secondary measure m's slope (0 forward cosine, 1 dX cosine, 2/3 q_proj ratio/cosine, 4/5
  * down_proj ratio/cosine) of recipe role (0 e2m1, 1 ufp4) at seed s. */
+static double sec_sd(int m) { return 0.001 * (m + 1) * (1 + 0.5 * (m % 3)); } /* t = 17.3, 11.5, 8.7, ... */
 static double sec_slope(int role, int s, int m) {
-  const double a = -0.01 * (m + 1) - 0.001 * (m + 1) * (s - 2);
+  const double a = -0.01 * (m + 1) - sec_sd(m) * (s - 2);
   if (role == 0) return a;
   return m == 1 ? a / 2 : 0.0002 * (m + 1) * (s - 2); /* ufp4: near 0, but half of e2m1's for the dX cosine */
 }
@@ -160,10 +161,13 @@ static cJSON *point(const char *name, int layer, double ratio_mean, double ratio
 
 typedef struct {
   const char *mode;
-  int seed_dir; /* the seed named in the checkpoint path */
-  int batches;  /* the "batches" field */
-  int backward; /* 0: the backward object left out */
-  int no_down;  /* 1: no down_proj weights */
+  int seed_dir;   /* the seed named in the checkpoint path */
+  int batches;    /* the "batches" field */
+  int backward;   /* 0: the backward object left out */
+  int no_down;    /* 1: no down_proj weights */
+  int blocks;     /* the model's blocks */
+  int bad_q_cos;  /* 1: e2m1's q_proj cosine of block 0 is -0.5 in batch 1 */
+  int null_slope; /* 1: e2m1's forward log_ratio_slope mean is null (undefined) */
 } drift_shape;
 
 static void write_drift_shape(int seed, drift_shape sh) {
@@ -178,25 +182,32 @@ static void write_drift_shape(int seed, drift_shape sh) {
   for (int role = 0; role < 2; role++) {
     cJSON *it = cJSON_CreateObject();
     cJSON_AddStringToObject(it, "recipe", role ? "ufp4" : "e2m1");
+    const int L = sh.blocks;
     cJSON *fl = cJSON_AddArrayToObject(it, "layers");
-    for (int p = 0; p <= DL; p++) /* forward ratio mean 1 - 0.01 p s for e2m1: the curve */
+    for (int p = 0; p <= L; p++) /* forward ratio mean 1 - 0.01 p s for e2m1: the curve */
       cJSON_AddItemToArray(fl, point(NULL, p, role ? 1 : 1 - 0.01 * p * seed, 0.1, sec_slope(role, seed, 0), p, p == 0));
-    cJSON_AddItemToObject(it, "log_ratio_slope", slope_ci(prim_slope(role, seed, 0)));
+    cJSON *fs = slope_ci(prim_slope(role, seed, 0));
+    if (sh.null_slope && !role) cJSON_ReplaceItemInObject(fs, "mean", cJSON_CreateNull());
+    cJSON_AddItemToObject(it, "log_ratio_slope", fs);
     if (sh.backward) {
       cJSON *bw = cJSON_AddObjectToObject(it, "backward");
       cJSON *bl = cJSON_AddArrayToObject(bw, "layers");
-      for (int p = 0; p <= DL; p++)
-        cJSON_AddItemToArray(bl, point(NULL, p, 1, 0.1, sec_slope(role, seed, 1), DL - p, 0));
+      for (int p = 0; p <= L; p++) /* dX ratio mean 1 + 0.01 p s for e2m1: the curve */
+        cJSON_AddItemToArray(bl, point(NULL, p, role ? 1 : 1 + 0.01 * p * seed, 0.1, sec_slope(role, seed, 1), L - p, 0));
       cJSON_AddItemToObject(bw, "log_ratio_slope", slope_ci(prim_slope(role, seed, 1)));
       cJSON *w = cJSON_AddArrayToObject(bw, "weights");
       cJSON_AddItemToArray(w, point("model.embed_tokens.weight", 0, 1, 5, 5, 1, 0));
-      for (int i = 0; i < DL; i++) {
+      for (int i = 0; i < L; i++) {
         char name[128];
-        const double x = DL - 1 - i;
+        const double x = L - 1 - i;
         snprintf(name, sizeof name, "model.layers.%d.input_layernorm.weight", i); /* not a projection */
         cJSON_AddItemToArray(w, point(name, 0, 1, 3 * i, -2 * i, 1, 0));
         snprintf(name, sizeof name, "model.layers.%d.self_attn.q_proj.weight", i);
-        cJSON_AddItemToArray(w, point(name, 0, 1, sec_slope(role, seed, 2), sec_slope(role, seed, 3), x, 0));
+        cJSON *q = point(name, 0, 1, sec_slope(role, seed, 2), sec_slope(role, seed, 3), x, 0);
+        if (sh.bad_q_cos && !role && i == 0)
+          cJSON_ReplaceItemInArray(cJSON_GetObjectItem(cJSON_GetObjectItem(q, "cosine_ci"), "values"), 1,
+                                   cJSON_CreateNumber(-0.5));
+        cJSON_AddItemToArray(w, q);
         snprintf(name, sizeof name, "model.layers.%d.mlp.down_proj.weight", i);
         if (!sh.no_down)
           cJSON_AddItemToArray(w, point(name, 0, 1, sec_slope(role, seed, 4), sec_slope(role, seed, 5), x, 0));
@@ -215,7 +226,7 @@ static void write_drift_shape(int seed, drift_shape sh) {
   cJSON_Delete(j);
 }
 
-static drift_shape good_shape(int seed) { return (drift_shape){"both", seed, NB, 1, 0}; }
+static drift_shape good_shape(int seed) { return (drift_shape){"both", seed, NB, 1, 0, DL, 0, 0}; }
 static void write_drift(int seed) { write_drift_shape(seed, good_shape(seed)); }
 
 static int setup(void **state) {
@@ -283,7 +294,7 @@ static void test_primary(void **state) {
   for (int d = 0; d < 4; d++) assert_int_equal(r->last_step[d], S_LAST);
   assert_int_equal(r->n_seeds, 3);
   assert_non_null(strstr(r->excluded, "seed 4 (L=4: e2m1 not finished)"));
-  assert_string_equal(r->binaries, "abc, def+abc");
+  assert_string_equal(r->binaries, "def+abc, abc"); /* "abc" is not taken for the one in "def+abc" */
   double base = 0;
   for (int s = 1; s <= 3; s++)
     for (int x = 1; x <= 4; x++) base += bf16_loss(s, x);
@@ -346,13 +357,19 @@ static void test_h3_secondary(void **state) {
   for (int m = 0; m < 6; m++) {
     const ufp4_study_h3_measure *x = &r->h3_secondary[m];
     assert_string_equal(x->name, names[m]);
-    check_test(&x->a, 3, -0.01 * (m + 1), 0.001 * (m + 1));
-    if (m == 1) check_test(&x->b, 3, -0.01, 0.001); /* half of e2m1's -0.02 +- 0.002 (s - 2) */
+    check_test(&x->a, 3, -0.01 * (m + 1), sec_sd(m));
+    if (m == 1) check_test(&x->b, 3, -0.01, sec_sd(1) / 2); /* half of e2m1's */
     else check_test(&x->b, 3, 0, 0.0002 * (m + 1));
     assert_int_equal(x->b_equivalent, m != 1);
-    assert_true(x->a.rejected); /* equal t = 10 sqrt 3, p 0.0033 < 0.05 / 6 */
+    assert_true(x->a.rejected);
   }
-  assert_true(fabs(r->h3_secondary[0].a.p_holm - 0.05 / 6) < 1e-15);
+  /* Holm over six, sorted by p: m = 0, 3 (t 17.3) at 0.05/6, 0.05/5; m = 1, 4 (t 11.5) at 0.05/4,
+   * 0.05/3; m = 2, 5 (t 8.7, p 0.013) at 0.05/2 and 0.05 (in the given order, m = 2 would fail at 0.05/4) */
+  for (int m = 0; m < 3; m++) { /* m and m + 3 tie in t (up to rounding): either may come first */
+    static const double lo[3] = {0.05 / 6, 0.05 / 4, 0.05 / 2}, hi[3] = {0.05 / 5, 0.05 / 3, 0.05};
+    const double x = r->h3_secondary[m].a.p_holm, y = r->h3_secondary[m + 3].a.p_holm;
+    assert_true(fabs(fmin(x, y) - lo[m]) < 1e-15 && fabs(fmax(x, y) - hi[m]) < 1e-15);
+  }
   /* each checkpoint's own batch-level slope: seed 1's e2m1 forward -0.021 [-0.022, -0.020] */
   assert_true(fabs(r->h3_seed_slopes[0] + 0.021) < 1e-12 && fabs(r->h3_seed_slopes[1] + 0.022) < 1e-12 &&
               fabs(r->h3_seed_slopes[2] + 0.020) < 1e-12);
@@ -361,7 +378,26 @@ static void test_h3_secondary(void **state) {
   const double *c = r->h3_curves + (0 * (DL + 1) + 2) * 3;
   const double half = T975_DF2 * 0.02 / sqrt(3);
   assert_true(fabs(c[0] - 0.96) < 1e-12 && fabs(c[1] - (0.96 - half)) < 1e-9 && fabs(c[2] - (0.96 + half)) < 1e-9);
+  /* ...and its dX ratio at block 1 is 1 + 0.01 s: mean 1.02, sd 0.01 (curve 2, after both recipes' curves 0, 1) */
+  c = r->h3_curves + ((2 * 2 + 0) * (DL + 1) + 1) * 3;
+  assert_true(fabs(c[0] - 1.02) < 1e-12 && fabs(c[2] - c[0] - T975_DF2 * 0.01 / sqrt(3)) < 1e-9);
   ufp4_study_free(r);
+  /* an undefined value leaves that seed out of that test only */
+  drift_shape sh = good_shape(2);
+  sh.bad_q_cos = 1;
+  sh.null_slope = 1;
+  write_drift_shape(2, sh);
+  r = analyze(&o, 0);
+  for (int m = 0; m < 6; m++) {
+    assert_int_equal(r->h3_secondary[m].a.s.n, m == 3 ? 2 : 3);
+    assert_int_equal(r->h3_secondary[m].diff.s.n, m == 3 ? 2 : 3);
+    assert_int_equal(r->h3_secondary[m].b.s.n, 3);
+  }
+  assert_int_equal(r->h3_a[0].s.n, 2); /* the null forward slope */
+  assert_int_equal(r->h3_a[1].s.n, 3);
+  assert_true(r->has_h3);
+  ufp4_study_free(r);
+  write_drift(2);
 }
 
 static void test_holm(void **state) {
@@ -380,9 +416,9 @@ static void test_holm(void **state) {
   assert_true(t[1].rejected && fabs(t[1].p_holm - 0.0125) < 1e-15);
   assert_true(!t[3].rejected && fabs(t[3].p_holm - 0.05 / 3) < 1e-15);
   assert_true(!t[0].rejected && isnan(t[0].p_holm) && !t[2].rejected && isnan(t[2].p_holm));
-  /* the first step fails: nothing is rejected, and only that step has a level */
+  /* the first step fails: nothing is rejected (t[1]'s earlier rejection is not kept), and only
+   * that step has a level */
   t[1].s.p = 0.02;
-  for (int i = 0; i < 4; i++) t[i].p_holm = NAN, t[i].rejected = 0;
   study_holm(fam, 4, 0.05);
   assert_true(!t[1].rejected && fabs(t[1].p_holm - 0.0125) < 1e-15); /* first of the two ties */
   for (int i = 0; i < 4; i++)
@@ -427,6 +463,17 @@ static void test_stage2(void **state) {
   assert_true(!r->capped && r->n_needed == 12);
   assert_true(ufp4_paired_power(r->target_pp, 0.45, 5, 0.05 / 3) >= 0.8);
   ufp4_study_free(r);
+  /* the stage-1 look with --seeds N looks at seeds 1..N only: seed 3 left aside, seed 4 must be done */
+  o.target_nats = 0.005;
+  o.seeds = 2;
+  r = analyze(&o, 1);
+  assert_int_equal(r->n_seeds, 2);
+  assert_true(fabs(r->sd_pp - 0.45 / sqrt(2)) < 1e-9); /* d(s) = 2.5 + 0.45 (s - 2) over seeds 1-2 */
+  ufp4_study_free(r);
+  o.seeds = 4;
+  ufp4_study_result *bad = (ufp4_study_result *)1;
+  assert_int_not_equal(ufp4_study_analyze(all_folders(), N_DEPTHS, &o, 1, &bad), 0);
+  assert_non_null(strstr(ufp4_last_error(), "are not 1..4 but {1 2 3}"));
   /* the final analysis does not decide n again */
   o = options();
   r = analyze(&o, 0);
@@ -458,7 +505,7 @@ static void test_write(void **state) {
   assert_true(fabs(cJSON_GetObjectItemCaseSensitive(h1, "mean")->valuedouble - 2.5) < 1e-9);
   assert_true(cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "supported"), "h3")));
   assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "commit")->valuestring, "abc123");
-  assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "binaries")->valuestring, "abc, def+abc");
+  assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "binaries")->valuestring, "def+abc, abc");
   assert_null(cJSON_GetObjectItemCaseSensitive(j, "stage2")); /* n is decided in stage2.json only */
   const cJSON *pw = cJSON_GetObjectItemCaseSensitive(j, "power");
   assert_true(fabs(cJSON_GetObjectItemCaseSensitive(pw, "h1_mdd_pp")->valuedouble - r->h1.s.mdd) < 1e-12);
@@ -541,7 +588,17 @@ static void test_drift_errors(void **state) {
   sh = good_shape(2);
   sh.batches = 3; /* "batches" disagrees with the values (and with seed 1) */
   write_drift_shape(2, sh);
-  expect_error(all, 4, &o, "seed2/drift.json: 3 blocks and 3 batches, where the first drift file has 3 and 2");
+  expect_error(all, 4, &o, "seed2/drift.json: 16 blocks and 3 batches, where the first drift file has 16 and 2");
+  sh = good_shape(2);
+  sh.blocks = 8; /* the L = 8 model's checkpoint */
+  write_drift_shape(2, sh);
+  expect_error(all, 4, &o, "seed2/drift.json: a 8-block checkpoint, where H3 measures the deepest depth's (16 blocks)");
+  write_drift(2);
+  sh = good_shape(1);
+  sh.seed_dir = 12; /* seed12 is not seed1 */
+  write_drift_shape(1, sh);
+  expect_error(all, 4, &o, "is not in a seed1 folder");
+  write_drift(1);
   write_drift(2);
   ufp4_study_result *r = analyze(&o, 0); /* repaired */
   assert_true(r->has_h3);

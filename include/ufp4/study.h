@@ -17,7 +17,8 @@
  * metrics.jsonl cannot be read (damaged, or a diverged evaluation logged as null); a recipe named
  * in the options with no runs/<name> folder in any depth folder (a misspelling); with drift_dir,
  * a missing folder or an included seed without drift.json; with seeds = N, an included set other
- * than 1..N.
+ * than 1..N (with sd_only, only seeds 1..N are looked at, and all of them must be complete, so the
+ * stage-1 look can be made again after stage 2 has added seeds to the same folders).
  *
  * Statistics (all from ufp4_paired_summarize, 95% intervals, MDD at 80% power):
  *   D(s, L)  = 100 (L_a - L_b) / L_base                percentage points (pp)
@@ -44,12 +45,14 @@
  *                                  ln of block i's measure against L - 1 - i, i = 0..L-1 (the
  *                                  gradient reaching block i has crossed the L - 1 - i above it)
  *            A batch with a non-positive measure makes its seed's value NaN (that seed leaves the
- *            test; n says so). Holm within this family over a's tests, at alpha.
+ *            test; n says so); so does a primary slope that drift.json has as null. Holm within
+ *            this family over a's tests, at alpha.
  *            Also kept: per seed, the drift's own batch-level mean and 95% interval of the two
  *            primary slopes, and per block the seed mean (95% interval over seeds) of the forward
  *            and dX ratio and cosine of a and b (h3_curves).
  *            A drift.json must say mode "both", name a checkpoint path with a "seed<N>" folder of
- *            its own seed, and have the same batches and blocks as the others.
+ *            its own seed, measure a model of the deepest depth's blocks, have the same batches as
+ *            the others, and have some projection's dW.
  *   Holm     over the p-values of H1, H2, H3(a) at alpha (0.05/3, 0.05/2, 0.05 in turn, stopping
  *            at the first that fails). A hypothesis is supported when Holm rejects it AND its
  *            estimate has the predicted sign (H1, H2 positive; H3 negative) AND, for H3, (b) holds.
@@ -102,7 +105,8 @@ typedef struct {
   double target_nats;          /* stage 2 target effect, default 0.005 */
   int n_min, n_cap;            /* stage 2 bounds, default 12 and 24 */
   int seeds;                   /* > 0: the included seeds must be exactly 1..seeds, or the call fails
-                                * (the registered n); 0 (default): whatever seeds are complete */
+                                * (the registered n; with sd_only, later seeds are not looked at);
+                                * 0 (default): whatever seeds are complete */
 } ufp4_study_options;
 
 ufp4_study_options ufp4_study_options_default(void);

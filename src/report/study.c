@@ -175,8 +175,9 @@ static int cmp_ll(const void *x, const void *y) {
 
 static int cmp_int(const void *x, const void *y) { return *(const int *)x - *(const int *)y; }
 
-/* The included seeds (a, b, baseline done at every depth), ascending; the others named in r->excluded. */
-static int pick_seeds(const study *st, ufp4_study_result *r) {
+/* The included seeds (a, b, baseline done at every depth), ascending; the others named in
+ * r->excluded. below > 0: only the seeds 1..below are looked at (the stage-1 look with --seeds). */
+static int pick_seeds(const study *st, ufp4_study_result *r, long long below) {
   long long *all = malloc((st->n_cells + 1) * sizeof *all);
   r->seeds = malloc((st->n_cells + 1) * sizeof *r->seeds);
   if (!all || !r->seeds) {
@@ -188,7 +189,7 @@ static int pick_seeds(const study *st, ufp4_study_result *r) {
   qsort(all, n, sizeof *all, cmp_ll);
   size_t len = 0;
   for (size_t i = 0; i < n; i++) {
-    if (i && all[i] == all[i - 1]) continue;
+    if ((i && all[i] == all[i - 1]) || (below > 0 && all[i] > below)) continue;
     const char *why = NULL;
     int at = 0;
     for (int d = 0; d < r->n_depths && !why; d++)
@@ -470,6 +471,7 @@ static void result_none(ufp4_study_result *r) {
  * in the order met. */
 static void binaries(const study *st, ufp4_study_result *r) {
   size_t len = 0;
+  int full = 0;
   for (size_t s = 0; s < r->n_seeds; s++)
     for (int d = 0; d < r->n_depths; d++)
       for (int role = 0; role < st->n_roles; role++) {
@@ -480,8 +482,12 @@ static void binaries(const study *st, ufp4_study_result *r) {
         int seen = 0;
         for (const char *p = r->binaries; !seen && (p = strstr(p, id)); p += n)
           seen = (p == r->binaries || p[-1] == ' ') && (p[n] == ',' || !p[n]);
-        if (!seen && len + n + 3 < sizeof r->binaries)
+        if (seen || full) continue;
+        /* room is kept for ", ...", which says that more exist once the list is full */
+        if (len + n + 2 + 6 < sizeof r->binaries)
           len += (size_t)snprintf(r->binaries + len, sizeof r->binaries - len, "%s%s", len ? ", " : "", id);
+        else
+          full = 1, snprintf(r->binaries + len, sizeof r->binaries - len, ", ...");
       }
 }
 
@@ -493,7 +499,9 @@ int ufp4_study_analyze(const ufp4_study_folder *folders, size_t n_folders, const
   result_none(r);
   study st;
   int rc = setup(&st, folders, n_folders, o, r);
-  if (!rc) rc = pick_seeds(&st, r);
+  /* The stage-1 look with --seeds N looks at seeds 1..N only, so that it can be made again, with
+   * the same result, after stage 2 has added seeds to the same folders. */
+  if (!rc) rc = pick_seeds(&st, r, sd_only ? o->seeds : 0);
   if (!rc) snprintf(r->unreadable, sizeof r->unreadable, "%s", st.unreadable);
   if (!rc && r->n_seeds < 2)
     rc = ufp4_fail(UFP4_EINVAL, "study: %zu seed(s) finished at every depth; at least 2 are needed%s%s", r->n_seeds,

@@ -139,6 +139,7 @@ static int weight_slopes(const cJSON *weights, layout *ly, int first_file, scrat
     if (!rc) rc = batch_values(get(it, "cosine_ci"), nb, base + (long)(ly->L + blk) * nb, path, nm->valuestring);
     if (rc) break;
   }
+  if (!rc && !ly->n_kinds) rc = ufp4_fail(UFP4_EFORMAT, "%s: no dW of a projection (model.layers.<i>.*_proj.weight)", path);
   for (int k = 0; !rc && k < ly->n_kinds; k++)
     for (int b = 0; b < ly->L; b++)
       if (!seen[k * ly->L + b]) {
@@ -161,10 +162,13 @@ static int recipe_entry(const cJSON *it, layout *ly, int first_file, int role, s
   const cJSON *bl = get(bw, "layers");
   const cJSON *slope[2] = {get(it, "log_ratio_slope"), get(bw, "log_ratio_slope")};
   for (int k = 0; k < 2; k++) {
+    /* null is a slope the drift found undefined (a ratio not positive in some batch): NaN, so the
+     * seed leaves that test and n shows it; a missing slope is a file of another mode */
     sd->prim[role][k][0] = num_or_nan(get(slope[k], "mean"));
     sd->prim[role][k][1] = num_or_nan(get(slope[k], "ci_low"));
     sd->prim[role][k][2] = num_or_nan(get(slope[k], "ci_high"));
-    if (!cJSON_IsNumber(get(slope[k], "mean")))
+    const cJSON *mean = get(slope[k], "mean");
+    if (!cJSON_IsNumber(mean) && !cJSON_IsNull(mean))
       return ufp4_fail(UFP4_EFORMAT,
                        "%s: recipe %s lacks the forward or backward log_ratio_slope (run ufp4 drift --mode both)",
                        path, get(it, "recipe")->valuestring);
@@ -194,7 +198,7 @@ static int has_component(const char *path, const char *name) {
 }
 
 /* The checks of a drift.json's head, and the layout it fixes (the first file) or must match. */
-static int check_head(const cJSON *j, long long seed, layout *ly, const char *path) {
+static int check_head(const cJSON *j, long long seed, int deepest, layout *ly, const char *path) {
   const cJSON *mode = get(j, "mode"), *ck = get(j, "checkpoint"), *nb = get(j, "batches");
   if (!cJSON_IsString(mode) || strcmp(mode->valuestring, "both"))
     return ufp4_fail(UFP4_EFORMAT, "%s: not measured with --mode both", path);
@@ -208,6 +212,9 @@ static int check_head(const cJSON *j, long long seed, layout *ly, const char *pa
   const cJSON *first = cJSON_GetArrayItem(get(j, "recipes"), 0);
   const int L = cJSON_GetArraySize(get(first, "layers")) - 1;
   if (L < 2 || L > MAX_BLOCKS) return ufp4_fail(UFP4_EFORMAT, "%s: the forward \"layers\" are not 3 or more points", path);
+  if (L != deepest)
+    return ufp4_fail(UFP4_EFORMAT, "%s: a %d-block checkpoint, where H3 measures the deepest depth's (%d blocks)", path, L,
+                     deepest);
   if (ly->L < 0) {
     ly->L = L;
     ly->batches = (long)nb->valuedouble;
@@ -219,8 +226,8 @@ static int check_head(const cJSON *j, long long seed, layout *ly, const char *pa
   return 0;
 }
 
-static int read_seed(const ufp4_study_options *o, long long seed, layout *ly, int first_file, seed_drift *sd,
-                     scratch *w, size_t *scratch_doubles) {
+static int read_seed(const ufp4_study_options *o, long long seed, int deepest, layout *ly, int first_file,
+                     seed_drift *sd, scratch *w, size_t *scratch_doubles) {
   char path[4200];
   snprintf(path, sizeof path, "%s/seed%lld/drift.json", o->drift_dir, seed);
   char *text;
@@ -230,7 +237,7 @@ static int read_seed(const ufp4_study_options *o, long long seed, layout *ly, in
   cJSON *j = cJSON_ParseWithLength(text, size);
   free(text);
   if (!j) return ufp4_fail(UFP4_EFORMAT, "%s: not JSON", path);
-  rc = check_head(j, seed, ly, path);
+  rc = check_head(j, seed, deepest, ly, path);
   /* scratch: the dW of every kind, [kinds][2][L][batches], is the largest need */
   const size_t need = (size_t)UFP4_STUDY_MAX_PROJ_KINDS * 2 * (size_t)(ly->L + 1) * (size_t)ly->batches;
   if (!rc && need > *scratch_doubles) {
@@ -352,7 +359,7 @@ int study_h3(const ufp4_study_options *o, ufp4_study_result *r) {
   scratch w = {0};
   size_t have = 0;
   if (!sd) return ufp4_fail(UFP4_ENOMEM, "study: out of memory");
-  for (size_t s = 0; s < n && !rc; s++) rc = read_seed(o, r->seeds[s], &ly, s == 0, &sd[s], &w, &have);
+  for (size_t s = 0; s < n && !rc; s++) rc = read_seed(o, r->seeds[s], r->depth[r->n_depths - 1], &ly, s == 0, &sd[s], &w, &have);
   if (!rc) rc = tests(o, r, &ly, sd);
   for (size_t s = 0; s < n; s++) free(sd[s].curve);
   free(sd);

@@ -178,14 +178,26 @@ static void json_body(FILE *f, const ufp4_study_result *r, const ufp4_study_opti
   fputs("}\n", f);
 }
 
+/* v in the printf format fmt, or "-" when it is not finite (no "nan" or "inf" in a table). */
+typedef struct {
+  char s[48];
+} cellbuf;
+static const char *cell(cellbuf *b, const char *fmt, double v) {
+  if (isfinite(v)) snprintf(b->s, sizeof b->s, fmt, v);
+  else snprintf(b->s, sizeof b->s, "-");
+  return b->s;
+}
+
 /* A table row: n, mean, sd, 95% CI, t, p, MDD, then `extra` (the last columns, "|"-separated). */
 static void md_row(FILE *f, const char *name, const ufp4_study_test *t, const char *extra) {
   if (!t->valid) {
     fprintf(f, "| %s | %zu | - | - | - | - | - | - | %s |\n", name, t->s.n, extra);
     return;
   }
-  fprintf(f, "| %s | %zu | %+.4f | %.4f | [%+.4f, %+.4f] | %.3f | %.3g | %.4f | %s |\n", name, t->s.n, t->s.mean,
-          t->s.sd, t->s.lo, t->s.hi, t->s.t, t->s.p, t->s.mdd, extra);
+  cellbuf b[7];
+  fprintf(f, "| %s | %zu | %s | %s | [%s, %s] | %s | %s | %s | %s |\n", name, t->s.n, cell(&b[0], "%+.4f", t->s.mean),
+          cell(&b[1], "%.4f", t->s.sd), cell(&b[2], "%+.4f", t->s.lo), cell(&b[3], "%+.4f", t->s.hi),
+          cell(&b[4], "%.3f", t->s.t), cell(&b[5], "%.3g", t->s.p), cell(&b[6], "%.4f", t->s.mdd), extra);
 }
 
 static const char *const TABLE_HEAD = "| n | mean | sd | 95% CI | t | p | MDD |";
@@ -239,7 +251,10 @@ static void md_primary(FILE *f, const ufp4_study_result *r, const ufp4_study_opt
     snprintf(nm, sizeof nm, "%s - %s slope, %s", o->a, o->b, dir[k]);
     md_row(f, nm, &r->h3_diff[k], "secondary | - | -");
   }
-  if (!r->has_h3) fputs("\nH3: no drift measurements were given; it counts as not rejected (p = 1).\n", f);
+  if (!r->has_h3)
+    fputs(o->drift_dir ? "\nH3: fewer than 2 seeds have defined drift slopes; it counts as not rejected (p = 1).\n"
+                       : "\nH3: no drift measurements were given; it counts as not rejected (p = 1).\n",
+          f);
   if (r->has_control)
     fprintf(f, "\nH1's estimate is %s the noise floor (|mean| %.4f pp).\n", r->h1_below_noise ? "**below**" : "above",
             r->noise_floor);
@@ -266,10 +281,12 @@ static void md_depths(FILE *f, const ufp4_study_result *r, const ufp4_study_opti
     holm_text(holm, sizeof holm, t);
     control_cell(ctl, sizeof ctl, r, &r->control_depth[d]);
     snprintf(name, sizeof name, "%d", r->depth[d]);
-    char extra[400];
-    snprintf(extra, sizeof extra, "%s | %s | %d | %+.4f | %+.4f | %+.4f | %+.4f | [%+.4f, %+.4f] | %s", holm, ctl,
-             r->last_step[d], r->g_mean[d][0], r->g_mean[d][1], r->g_mean[d][2], r->g_mean[d][3], g->s.lo, g->s.hi,
-             r->settled[d] ? "yes" : "**no**");
+    char extra[700];
+    cellbuf b[6];
+    snprintf(extra, sizeof extra, "%s | %s | %d | %s | %s | %s | %s | [%s, %s] | %s", holm, ctl, r->last_step[d],
+             cell(&b[0], "%+.4f", r->g_mean[d][0]), cell(&b[1], "%+.4f", r->g_mean[d][1]),
+             cell(&b[2], "%+.4f", r->g_mean[d][2]), cell(&b[3], "%+.4f", r->g_mean[d][3]), cell(&b[4], "%+.4f", g->s.lo),
+             cell(&b[5], "%+.4f", g->s.hi), r->settled[d] ? "yes" : "**no**");
     md_row(f, name, t, extra);
   }
 }
@@ -293,11 +310,12 @@ static void md_secondary(FILE *f, const ufp4_study_result *r, const ufp4_study_o
 
 static void md_h3(FILE *f, const ufp4_study_result *r, const ufp4_study_options *o) {
   fprintf(f,
-          "\n## H3, secondary: the other drift measures (Holm within the family over %s's slopes, at alpha %g)\n\n"
+          "\n## H3, secondary: the other drift measures (Holm within the family over %s's slopes, at alpha %g; "
+          "MDD at alpha %g)\n\n"
           "Each seed's %s checkpoint at L = %d, %ld batches. Per batch the least-squares slope of ln(measure) against "
           "the blocks crossed; a seed's value is the mean over its batches; the tests are over seeds. dW: one "
           "measure per projection kind, block i at L - 1 - i.\n\n| measure, recipe %s Holm / equivalence |\n%s\n",
-          o->a, o->alpha, o->baseline, r->h3_layers, r->h3_batches, TABLE_HEAD, TABLE_RULE);
+          o->a, o->alpha, o->alpha, o->baseline, r->h3_layers, r->h3_batches, TABLE_HEAD, TABLE_RULE);
   for (int m = 0; m < r->n_h3_secondary; m++) {
     const ufp4_study_h3_measure *x = &r->h3_secondary[m];
     char name[160], holm[64], eq[96];
@@ -316,7 +334,11 @@ static void md_h3(FILE *f, const ufp4_study_result *r, const ufp4_study_options 
   for (size_t s = 0; s < r->n_seeds; s++) {
     const double *v = r->h3_seed_slopes + 12 * s;
     fprintf(f, "| %lld |", r->seeds[s]);
-    for (int k = 0; k < 4; k++) fprintf(f, " %+.5f [%+.5f, %+.5f] |", v[3 * k], v[3 * k + 1], v[3 * k + 2]);
+    for (int k = 0; k < 4; k++) {
+      cellbuf b[3];
+      fprintf(f, " %s [%s, %s] |", cell(&b[0], "%+.5f", v[3 * k]), cell(&b[1], "%+.5f", v[3 * k + 1]),
+              cell(&b[2], "%+.5f", v[3 * k + 2]));
+    }
     fputc('\n', f);
   }
   fprintf(f, "\nPer-block curves: h3_forward.svg and h3_backward.svg (the seeds' means with 95%% t intervals over "
