@@ -333,6 +333,19 @@ static void test_primary(void **state) {
   r = analyze(&o, 0);
   check_test(&r->secondary[0], 3, 0.2, 0.1);
   ufp4_study_free(r);
+  /* a second secondary recipe with its own reference: nvfp4 - ufp4 = d(s) + 0.1 s = 2.15, 2.7, 3.25
+   * (t 8.5, p 0.014); Holm over the two: it rejects at 0.025, then nvfp4 - e2m1 (p 0.074) fails */
+  o.secondary[1] = "nvfp4";
+  o.secondary_refs[1] = "ufp4";
+  o.n_secondary = 2;
+  r = analyze(&o, 0);
+  check_test(&r->secondary[0], 3, 0.2, 0.1);
+  check_test(&r->secondary[1], 3, 2.7, 0.55);
+  assert_string_equal(r->secondary_ref[0], "e2m1");
+  assert_string_equal(r->secondary_ref[1], "ufp4");
+  assert_true(r->secondary[1].rejected && fabs(r->secondary[1].p_holm - 0.025) < 1e-15);
+  assert_true(!r->secondary[0].rejected && fabs(r->secondary[0].p_holm - 0.05) < 1e-15);
+  ufp4_study_free(r);
   o = options();
   o.margin = 0.01; /* ufp4's intervals are no longer inside the margin: H3 rejects but is not supported */
   r = analyze(&o, 0);
@@ -697,7 +710,8 @@ static void test_cli(void **state) {
   const char *cli = getenv("UFP4_CLI");
   if (!cli || access(cli, X_OK)) skip();
   char cmd[8192], base[5200], out[1100];
-  int n = snprintf(base, sizeof base, "'%s' study --drift '%s/drift' --secondary nvfp4", cli, root);
+  int n = snprintf(base, sizeof base, "'%s' study --drift '%s/drift' --secondary nvfp4 --secondary 'nvfp4 vs ufp4'", cli,
+                   root);
   for (int x = 1; x <= N_DEPTHS; x++) n += snprintf(base + n, sizeof base - (size_t)n, " --depth %d='%s/L%d'", DEPTH[x - 1], root, DEPTH[x - 1]);
   snprintf(out, sizeof out, "%s/cli", root);
   snprintf(cmd, sizeof cmd, "%s --seeds 3 --out '%s' > '%s.log' 2>&1", base, out, out);
@@ -709,6 +723,8 @@ static void test_cli(void **state) {
   free(text);
   text = read_out(out, "analysis.md");
   assert_non_null(strstr(text, "(the registered n, checked by --seeds)"));
+  assert_non_null(strstr(text, "| nvfp4 - e2m1 | 3 | +0.2000 |"));
+  assert_non_null(strstr(text, "| nvfp4 - ufp4 | 3 | +2.7000 |"));
   free(text);
   snprintf(cmd, sizeof cmd, "%s --seeds 4 --out '%s' > '%s.log' 2>&1", base, out, out);
   assert_int_equal(WEXITSTATUS(system(cmd)), 1);
@@ -723,6 +739,8 @@ static void test_cli(void **state) {
   assert_null(strstr(text, "H1 mean")); /* the internal pilot prints no mean */
   free(text);
   snprintf(cmd, sizeof cmd, "%s --out '%s' --seeds x > /dev/null 2>&1", base, out);
+  assert_int_equal(WEXITSTATUS(system(cmd)), 2);
+  snprintf(cmd, sizeof cmd, "%s --out '%s' --secondary 'nvfp4 vs ' > /dev/null 2>&1", base, out);
   assert_int_equal(WEXITSTATUS(system(cmd)), 2);
 }
 

@@ -27,8 +27,8 @@
  *   H2       b(s) = least-squares slope of D(s, L) against log2 L, pp per doubling
  *   control  e_c(s) = mean over depths of 100 (L_control - L_base) / L_base; the noise floor is
  *            |mean e_c|: an H1 effect smaller than it is "below the noise floor", whatever its p
- *   secondary  for each secondary recipe r: mean over depths of 100 (L_r - L_ref) / L_base, Holm
- *            within the family
+ *   secondary  for each secondary recipe r: mean over depths of 100 (L_r - L_ref) / L_base, ref its
+ *            own reference (secondary_refs[k], else secondary_ref, else a), Holm within the family
  *   H3       per seed, from its drift.json: the mean over batches of the forward log-ratio slope
  *            and of the backward dX log-ratio slope, for a and for b. (a) a's mean slope is
  *            negative with an interval excluding 0, forward and backward; the p-value for Holm
@@ -95,9 +95,10 @@ typedef struct {
   const char *a, *b;           /* the pair of H1-H3 (default "e2m1", "ufp4") */
   const char *baseline;        /* default "bf16" */
   const char *control;         /* default "fp32"; NULL: none */
-  const char *secondary[UFP4_STUDY_MAX_SECONDARY]; /* recipe specs compared with secondary_ref */
+  const char *secondary[UFP4_STUDY_MAX_SECONDARY];      /* recipe specs, each compared with its reference */
+  const char *secondary_refs[UFP4_STUDY_MAX_SECONDARY]; /* secondary[k]'s reference; NULL: secondary_ref */
   int n_secondary;
-  const char *secondary_ref;   /* default: a */
+  const char *secondary_ref;   /* the default reference; NULL: a */
   const char *drift_dir;       /* holds seed<N>/drift.json; NULL: no H3 */
   double alpha;                /* familywise, default 0.05 */
   double power;                /* default 0.8 */
@@ -142,6 +143,7 @@ typedef struct {
   double noise_floor;     /* |mean e_c|, pp; NaN without control */
   int n_secondary;
   ufp4_study_test secondary[UFP4_STUDY_MAX_SECONDARY];
+  const char *secondary_ref[UFP4_STUDY_MAX_SECONDARY]; /* each one's reference (the options' strings) */
   /* settledness, per depth */
   double g_mean[UFP4_STUDY_MAX_DEPTHS][4];
   ufp4_study_test settle[UFP4_STUDY_MAX_DEPTHS];

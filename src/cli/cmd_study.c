@@ -30,7 +30,8 @@ static void usage(FILE *out) {
           "  --a NAME --b NAME   the pair (default e2m1, ufp4)\n"
           "  --baseline NAME     default bf16\n"
           "  --control NAME      default fp32; 'none' for no control\n"
-          "  --secondary SPEC    a recipe compared with --secondary-ref (repeatable, at most %d)\n"
+          "  --secondary SPEC    a recipe compared with --secondary-ref (repeatable, at most %d);\n"
+          "                      'SPEC vs REF' gives this one its own reference; one Holm family\n"
           "  --secondary-ref N   default: the a recipe\n"
           "  --target-nats X     stage-2 target effect in nats of L_a - L_b (default 0.005)\n"
           "  --n-min N --n-cap N stage-2 bounds on the seeds (default 12, 24)\n"
@@ -65,7 +66,21 @@ static int parse_more(int argc, char **argv, int *i, ufp4_study_options *o) {
       fprintf(stderr, "ufp4 study: more than %d --secondary recipes\n", UFP4_STUDY_MAX_SECONDARY);
       return -1;
     }
-    o->secondary[o->n_secondary++] = v;
+    /* 'SPEC vs REF': a spec holds no spaces, so " vs " cannot be part of one */
+    static char spec[UFP4_STUDY_MAX_SECONDARY][512];
+    const char *vs = strstr(v, " vs ");
+    const int k = o->n_secondary++;
+    o->secondary[k] = v;
+    o->secondary_refs[k] = NULL;
+    if (vs) {
+      if ((size_t)(vs - v) >= sizeof spec[k] || vs == v || !vs[4]) {
+        fprintf(stderr, "ufp4 study: --secondary '%s' is not SPEC or 'SPEC vs REF'\n", v);
+        return -1;
+      }
+      snprintf(spec[k], sizeof spec[k], "%.*s", (int)(vs - v), v);
+      o->secondary[k] = spec[k];
+      o->secondary_refs[k] = vs + 4;
+    }
   } else if (!r && (r = cli_value(argc, argv, i, "--target-nats", &v)) > 0) {
     if (cli_parse_double("study", "--target-nats", v, 1e-9, 10, &o->target_nats)) r = -1;
   } else if (!r && (r = cli_value(argc, argv, i, "--n-min", &v)) > 0) {

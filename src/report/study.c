@@ -19,9 +19,10 @@
 #define LEVEL 0.95
 #define SETTLE_FLOOR 0.002 /* nats: a quarter-to-quarter change below this counts as settled */
 
-/* Roles of the recipes: the pair, the baseline, the control, then the secondary recipes. */
-enum { R_A, R_B, R_BASE, R_CONTROL, R_SECONDARY };
-#define N_ROLES (R_SECONDARY + UFP4_STUDY_MAX_SECONDARY + 1) /* + the secondary reference */
+/* Roles of the recipes: the pair, the baseline, the control, the secondary recipes, then each
+ * secondary recipe's reference (a recipe in two roles is read for each: a few kilobytes). */
+enum { R_A, R_B, R_BASE, R_CONTROL, R_SECONDARY, R_REF = R_SECONDARY + UFP4_STUDY_MAX_SECONDARY };
+#define N_ROLES (R_REF + UFP4_STUDY_MAX_SECONDARY)
 
 typedef struct {
   int d, role;      /* depth index, role */
@@ -146,7 +147,6 @@ static int add_cell(study *st, int d, int role, long long seed, const char *run)
 static int load_folder(study *st, int d, const char *dir) {
   for (int role = 0; role < st->n_roles; role++) {
     if (!st->names[role]) continue;
-    if (role == R_SECONDARY + UFP4_STUDY_MAX_SECONDARY && !strcmp(st->names[role], st->names[R_A])) continue;
     char rdir[4200], name[512];
     rpt_recipe_dir_name(st->names[role], name, sizeof name);
     snprintf(rdir, sizeof rdir, "%s/runs/%s", dir, name);
@@ -378,12 +378,10 @@ static void tests(const study *st, const ufp4_study_options *o, ufp4_study_resul
       study_summarize(v, n, o->alpha, o->power, &r->control_depth[d]);
     }
   }
-  /* The reference role holds runs only when it names another recipe than a (load_folder). */
-  const char *rn = st->names[R_SECONDARY + UFP4_STUDY_MAX_SECONDARY];
-  const int ref = rn && strcmp(rn, st->names[R_A]) ? R_SECONDARY + UFP4_STUDY_MAX_SECONDARY : R_A;
   r->n_secondary = o->n_secondary;
   for (int k = 0; k < o->n_secondary; k++) {
-    for (size_t s = 0; s < n; s++) v[s] = depth_mean_pp(st, r, R_SECONDARY + k, ref, r->seeds[s]);
+    r->secondary_ref[k] = st->names[R_REF + k];
+    for (size_t s = 0; s < n; s++) v[s] = depth_mean_pp(st, r, R_SECONDARY + k, R_REF + k, r->seeds[s]);
     study_summarize(v, n, o->alpha, o->power, &r->secondary[k]);
     fam[k] = &r->secondary[k];
   }
@@ -412,8 +410,10 @@ static int setup(study *st, const ufp4_study_folder *f, size_t nf, const ufp4_st
   if (!o->a || !o->b || !o->baseline || o->n_secondary < 0 || o->n_secondary > UFP4_STUDY_MAX_SECONDARY)
     return ufp4_fail(UFP4_EINVAL, "study: recipes a, b and the baseline are needed, at most %d secondary",
                      UFP4_STUDY_MAX_SECONDARY);
-  for (int k = 0; k < o->n_secondary; k++) st->names[R_SECONDARY + k] = o->secondary[k];
-  st->names[R_SECONDARY + UFP4_STUDY_MAX_SECONDARY] = o->secondary_ref;
+  for (int k = 0; k < o->n_secondary; k++) {
+    st->names[R_SECONDARY + k] = o->secondary[k];
+    st->names[R_REF + k] = o->secondary_refs[k] ? o->secondary_refs[k] : o->secondary_ref ? o->secondary_ref : o->a;
+  }
   st->n_roles = N_ROLES;
   if (!(o->alpha > 0 && o->alpha < 1 && o->power > o->alpha && o->power < 1 && o->margin > 0 &&
         o->target_nats > 0 && o->n_min >= 2 && o->n_cap >= o->n_min))
@@ -440,7 +440,7 @@ static int setup(study *st, const ufp4_study_folder *f, size_t nf, const ufp4_st
   /* A recipe named on the command line with no run anywhere is a misspelling, not a result. */
   for (int role = 0; role < st->n_roles; role++) {
     const char *name = st->names[role];
-    if (!name || st->found[role] || (role == R_SECONDARY + UFP4_STUDY_MAX_SECONDARY && !strcmp(name, st->names[R_A]))) continue;
+    if (!name || st->found[role]) continue;
     char dir_name[512];
     rpt_recipe_dir_name(name, dir_name, sizeof dir_name);
     return ufp4_fail(UFP4_EINVAL, "study: recipe '%s' has no runs/%s folder in any of the %zu --depth folders (%s%s)%s",

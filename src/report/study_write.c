@@ -169,7 +169,7 @@ static void json_body(FILE *f, const ufp4_study_result *r, const ufp4_study_opti
   for (int k = 0; k < r->n_secondary; k++) {
     fprintf(f, "%s{", k ? "," : "");
     jstr(f, "recipe", o->secondary[k]), fputc(',', f);
-    jstr(f, "reference", o->secondary_ref ? o->secondary_ref : o->a), fputc(',', f);
+    jstr(f, "reference", r->secondary_ref[k]), fputc(',', f);
     jtest(f, "d", &r->secondary[k]);
     fputc('}', f);
   }
@@ -300,7 +300,7 @@ static void md_secondary(FILE *f, const ufp4_study_result *r, const ufp4_study_o
   control_cell(ctl, sizeof ctl, r, &r->control);
   for (int k = 0; k < r->n_secondary; k++) {
     char name[300];
-    snprintf(name, sizeof name, "%s - %s", o->secondary[k], o->secondary_ref ? o->secondary_ref : o->a);
+    snprintf(name, sizeof name, "%s - %s", o->secondary[k], r->secondary_ref[k]);
     holm_text(holm, sizeof holm, &r->secondary[k]);
     snprintf(extra, sizeof extra, "%s | %s", holm, ctl);
     md_row(f, name, &r->secondary[k], extra);
