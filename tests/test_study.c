@@ -627,8 +627,20 @@ static void test_errors(void **state) {
   depth_dir(l8, sizeof l8, 3);
   ufp4_study_folder twice[3] = {{2, l2}, {4, l4}, {2, l2}};
   expect_error(twice, 3, &o, "another folder of the same depth");
+  /* one depth: H1 is that depth's D, H2 (a slope) is not computed, the secondary family is */
   ufp4_study_folder one[1] = {{2, l2}};
-  expect_error(one, 1, &o, "at least two depths");
+  ufp4_study_options o1 = options();
+  o1.drift_dir = NULL;
+  ufp4_study_result *r1 = NULL;
+  assert_int_equal(ufp4_study_analyze(one, 1, &o1, 0, &r1), 0);
+  assert_int_equal(r1->n_depths, 1);
+  assert_int_equal(r1->n_seeds, 4); /* seed 4 is finished at depth 2 */
+  assert_true(r1->h1.valid && fabs(r1->h1.s.mean - (A[0] + 0.5 * V[0])) < 1e-9); /* s - 2 = -1, 0, 1, 2 */
+  assert_true(fabs(r1->h1.s.sd - fabs(V[0]) * sqrt(5.0 / 3)) < 1e-9);
+  assert_false(r1->h2.valid);
+  assert_true(fabs(r1->secondary[0].s.mean - 0.25) < 1e-9);
+  ufp4_study_free(r1);
+  expect_error(one, 0, &o, "no --depth folder");
   const ufp4_study_folder *all = all_folders();
   o.b = "nvfp4x"; /* a misspelled recipe is an error, not an empty comparison */
   expect_error(all, 4, &o, "recipe 'nvfp4x' has no runs/nvfp4x folder");

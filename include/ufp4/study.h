@@ -24,7 +24,8 @@
  *   D(s, L)  = 100 (L_a - L_b) / L_base                percentage points (pp)
  *   H1       d(s) = mean over depths of D(s, L)        test of mean 0, MDD at alpha / 3
  *   per depth  D(s, L) at each depth                   Holm over the depths at alpha
- *   H2       b(s) = least-squares slope of D(s, L) against log2 L, pp per doubling
+ *   H2       b(s) = least-squares slope of D(s, L) against log2 L, pp per doubling (with one depth
+ *            not computed: an invalid test, p = 1 for Holm; one depth serves the secondary family)
  *   control  e_c(s) = mean over depths of 100 (L_control - L_base) / L_base; the noise floor is
  *            |mean e_c|: an H1 effect smaller than it is "below the noise floor", whatever its p
  *   secondary  for each secondary recipe r: mean over depths of 100 (L_r - L_ref) / L_base, ref its

@@ -426,7 +426,7 @@ static int setup(study *st, const ufp4_study_folder *f, size_t nf, const ufp4_st
       return ufp4_fail(UFP4_EINVAL, "study: more than %d depths", UFP4_STUDY_MAX_DEPTHS);
     if (!seen) r->depth[r->n_depths++] = f[i].depth;
   }
-  if (r->n_depths < 2) return ufp4_fail(UFP4_EINVAL, "study: at least two depths are needed (H2 is a slope)");
+  if (r->n_depths < 1) return ufp4_fail(UFP4_EINVAL, "study: no --depth folder");
   qsort(r->depth, (size_t)r->n_depths, sizeof r->depth[0], cmp_int);
   for (size_t i = 0; i < nf; i++) {
     struct stat sb;

@@ -255,6 +255,7 @@ static void md_primary(FILE *f, const ufp4_study_result *r, const ufp4_study_opt
     fputs(o->drift_dir ? "\nH3: fewer than 2 seeds have defined drift slopes; it counts as not rejected (p = 1).\n"
                        : "\nH3: no drift measurements were given; it counts as not rejected (p = 1).\n",
           f);
+  if (r->n_depths < 2) fputs("\nH2 is a slope over depths: with one depth it is not computed (p = 1 for Holm).\n", f);
   if (r->has_control)
     fprintf(f, "\nH1's estimate is %s the noise floor (|mean| %.4f pp).\n", r->h1_below_noise ? "**below**" : "above",
             r->noise_floor);
