@@ -328,6 +328,20 @@ static void test_primary(void **state) {
   /* the secondary nvfp4 - e2m1: 0.1 s pp, t = 2 sqrt 3, p 0.074: not rejected at 0.05 */
   check_test(&r->secondary[0], 3, 0.2, 0.1);
   assert_false(r->secondary[0].rejected);
+  /* the depth series: a, b, the control, the secondary recipe (its reference e2m1 is listed once) */
+  assert_int_equal(r->n_recipes, 4);
+  static const char *const series_names[4] = {"e2m1", "ufp4", "fp32", "nvfp4"};
+  for (int m = 0; m < 4; m++) assert_string_equal(r->recipe[m], series_names[m]);
+  for (int x = 1; x <= 4; x++) {
+    double u = 0, e = 0;
+    for (int sd = 1; sd <= 3; sd++) {
+      u += 100 * (ufp4_loss(sd, x) - bf16_loss(sd, x)) / bf16_loss(sd, x) / 3;
+      e += (100 * (ufp4_loss(sd, x) - bf16_loss(sd, x)) / bf16_loss(sd, x) + d_pp(sd, x)) / 3;
+    }
+    assert_true(fabs(r->rel_err[1][x - 1].s.mean - u) < 1e-9 && fabs(r->rel_err[0][x - 1].s.mean - e) < 1e-9);
+    check_test(&r->rel_err[2][x - 1], 3, 0.1, 0.01);
+    assert_int_equal(r->rel_err[3][x - 1].s.n, 3);
+  }
   ufp4_study_free(r);
   o.secondary_ref = "e2m1"; /* naming the a recipe as the reference gives the same comparison */
   r = analyze(&o, 0);
@@ -531,6 +545,13 @@ static void test_write(void **state) {
   assert_non_null(strstr(text, "**supported**"));
   assert_non_null(strstr(text, "| dW cosine mlp.down_proj, e2m1 |"));
   assert_null(strstr(text, "nan")); /* no NaN printed as a number */
+  free(text);
+  text = read_out(out, "depth_series.dat");
+  assert_non_null(strstr(text, "\n16 4.000000 ")); /* the deepest depth's row */
+  free(text);
+  text = read_out(out, "analysis.md");
+  assert_non_null(strstr(text, "| recipe | L = 2 | L = 4 | L = 8 | L = 16 |"));
+  assert_non_null(strstr(text, "| fp32 | +0.100 [+0.075, +0.125] (3) |"));
   free(text);
   text = read_out(out, "h3_curves.dat");
   assert_non_null(strstr(text, "\n2 0.96 ")); /* block 2: e2m1's forward ratio first */

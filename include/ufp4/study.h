@@ -57,6 +57,8 @@
  *   Holm     over the p-values of H1, H2, H3(a) at alpha (0.05/3, 0.05/2, 0.05 in turn, stopping
  *            at the first that fails). A hypothesis is supported when Holm rejects it AND its
  *            estimate has the predicted sign (H1, H2 positive; H3 negative) AND, for H3, (b) holds.
+ *   series   per recipe and depth, e_r(s, L) = 100 (L_r - L_base) / L_base over seeds: the depth
+ *            series' table and plot (descriptive)
  *   settled  per depth, G_q(s) = mean over the evaluations in quarter q of the steps
  *            ((q - 1) S / 4, q S / 4], S the last evaluation, of L_a - L_b (nats). Settled when the
  *            interval of the seed mean of G_4 - G_3 contains 0 and |mean| is below
@@ -86,6 +88,7 @@ UFP4_API_BEGIN
 #define UFP4_STUDY_MAX_SECONDARY 8
 #define UFP4_STUDY_MAX_PROJ_KINDS 16 /* projection kinds of a block whose dW enter H3's secondary family */
 #define UFP4_STUDY_MAX_H3_SECONDARY (2 + 2 * UFP4_STUDY_MAX_PROJ_KINDS)
+#define UFP4_STUDY_MAX_RECIPES (3 + 2 * UFP4_STUDY_MAX_SECONDARY) /* a, b, control, secondary and references */
 
 typedef struct {
   int depth;
@@ -145,6 +148,12 @@ typedef struct {
   int n_secondary;
   ufp4_study_test secondary[UFP4_STUDY_MAX_SECONDARY];
   const char *secondary_ref[UFP4_STUDY_MAX_SECONDARY]; /* each one's reference (the options' strings) */
+  /* the depth series (descriptive, no family): each recipe's relative error 100 (L_r - L_base) /
+   * L_base per depth over the included seeds that have it; recipes a, b, the control, then the
+   * secondary recipes and their references, each name once */
+  int n_recipes;
+  const char *recipe[UFP4_STUDY_MAX_RECIPES];
+  ufp4_study_test rel_err[UFP4_STUDY_MAX_RECIPES][UFP4_STUDY_MAX_DEPTHS];
   /* settledness, per depth */
   double g_mean[UFP4_STUDY_MAX_DEPTHS][4];
   ufp4_study_test settle[UFP4_STUDY_MAX_DEPTHS];

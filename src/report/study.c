@@ -389,6 +389,31 @@ static void tests(const study *st, const ufp4_study_options *o, ufp4_study_resul
   free(v);
 }
 
+/* The depth series: each recipe's relative error at each depth. */
+static void series(const study *st, const ufp4_study_options *o, ufp4_study_result *r) {
+  const size_t n = r->n_seeds;
+  double *v = malloc((n + 1) * sizeof *v);
+  if (!v) return;
+  int roles[UFP4_STUDY_MAX_RECIPES], k = 0;
+  const int cand[] = {R_A, R_B, R_CONTROL};
+  for (int i = 0; i < 3; i++) roles[k++] = cand[i];
+  for (int i = 0; i < o->n_secondary; i++) roles[k++] = R_SECONDARY + i, roles[k++] = R_REF + i;
+  r->n_recipes = 0;
+  for (int i = 0; i < k; i++) {
+    const char *name = st->names[roles[i]];
+    int dup = !name || !strcmp(name, st->names[R_BASE]);
+    for (int j = 0; j < r->n_recipes && !dup; j++) dup = !strcmp(r->recipe[j], name);
+    if (dup) continue;
+    const int m = r->n_recipes++;
+    r->recipe[m] = name;
+    for (int d = 0; d < r->n_depths; d++) {
+      for (size_t s = 0; s < n; s++) v[s] = rel_pp(st, r, roles[i], R_BASE, r->seeds[s], d);
+      study_summarize(v, n, o->alpha, o->power, &r->rel_err[m][d]);
+    }
+  }
+  free(v);
+}
+
 static void primary_decisions(const ufp4_study_options *o, ufp4_study_result *r) {
   ufp4_study_test *fam[3] = {&r->h1, &r->h2, &r->h3};
   study_holm(fam, 3, o->alpha);
@@ -521,6 +546,7 @@ int ufp4_study_analyze(const ufp4_study_folder *folders, size_t n_folders, const
     stage2(o, r, d1, sd_only);
     if (!sd_only) {
       tests(&st, o, r, d1);
+      series(&st, o, r);
       settledness(&st, r, o->alpha, o->power);
       if (o->drift_dir) rc = study_h3(o, r);
       if (!rc) primary_decisions(o, r);

@@ -173,6 +173,17 @@ static void json_body(FILE *f, const ufp4_study_result *r, const ufp4_study_opti
     jtest(f, "d", &r->secondary[k]);
     fputc('}', f);
   }
+  fputs("],\"series\":[", f);
+  for (int m = 0; m < r->n_recipes; m++) {
+    fprintf(f, "%s{", m ? "," : "");
+    jstr(f, "recipe", r->recipe[m]), fputs(",\"depths\":[", f);
+    for (int d = 0; d < r->n_depths; d++) {
+      fprintf(f, "%s{\"depth\":%d,", d ? "," : "", r->depth[d]);
+      jtest(f, "rel_err", &r->rel_err[m][d]);
+      fputc('}', f);
+    }
+    fputs("]}", f);
+  }
   fputc(']', f);
   if (r->h3_seed_slopes) json_h3(f, r);
   fputs("}\n", f);
@@ -292,6 +303,27 @@ static void md_depths(FILE *f, const ufp4_study_result *r, const ufp4_study_opti
   }
 }
 
+/* The depth series: each recipe's relative error per depth. */
+static void md_series(FILE *f, const ufp4_study_result *r, const ufp4_study_options *o) {
+  fprintf(f, "\n## The depth series (descriptive): relative error 100 (L - L_%s) / L_%s in pp, mean [95%% t "
+             "interval] over seeds (n)\n\nPlot: depth_series.svg (data in depth_series.dat).\n\n| recipe |",
+          o->baseline, o->baseline);
+  for (int d = 0; d < r->n_depths; d++) fprintf(f, " L = %d |", r->depth[d]);
+  fputs("\n| --- |", f);
+  for (int d = 0; d < r->n_depths; d++) fputs(" --- |", f);
+  fputc('\n', f);
+  for (int m = 0; m < r->n_recipes; m++) {
+    fprintf(f, "| %s |", r->recipe[m]);
+    for (int d = 0; d < r->n_depths; d++) {
+      const ufp4_study_test *t = &r->rel_err[m][d];
+      cellbuf b[3];
+      fprintf(f, " %s [%s, %s] (%zu) |", cell(&b[0], "%+.3f", t->s.mean), cell(&b[1], "%+.3f", t->s.lo),
+              cell(&b[2], "%+.3f", t->s.hi), t->s.n);
+    }
+    fputc('\n', f);
+  }
+}
+
 static void md_secondary(FILE *f, const ufp4_study_result *r, const ufp4_study_options *o) {
   fprintf(f,
           "\n## Secondary recipes (mean over depths, Holm within the family at alpha %g; MDD at alpha %g)\n\n"
@@ -358,6 +390,7 @@ static void md(FILE *f, const ufp4_study_result *r, const ufp4_study_options *o,
   if (r->unreadable[0]) fprintf(f, "A run could not be read (counted as unfinished): %s\n\n", r->unreadable);
   md_primary(f, r, o);
   md_depths(f, r, o);
+  md_series(f, r, o);
   md_secondary(f, r, o);
   if (r->h3_seed_slopes) md_h3(f, r, o);
   fprintf(f,
@@ -368,6 +401,49 @@ static void md(FILE *f, const ufp4_study_result *r, const ufp4_study_options *o,
   fprintf(f, "\nA test that does not reject is reported with its interval and MDD: effects above the MDD would have "
              "been detected with probability %g; it is not evidence of no effect.\n",
           o->power);
+}
+
+/* depth_series.dat: per depth, log2 of it, then for each recipe of the series mean, ci_lo, ci_hi of
+ * its relative error, then the same of D (a - b). */
+static void fill_series(FILE *f, const ufp4_study_result *r, const ufp4_study_options *o, const char *cmd,
+                        const char *commit) {
+  (void)cmd, (void)commit;
+  fputs("# depth log2(depth); per recipe (", f);
+  for (int m = 0; m < r->n_recipes; m++) fprintf(f, "%s%s", m ? ", " : "", r->recipe[m]);
+  fprintf(f, ") the relative error's mean, 95%% interval low, high over seeds (pp); then D = %s - %s likewise\n", o->a,
+          o->b);
+  for (int d = 0; d < r->n_depths; d++) {
+    fprintf(f, "%d %.6f", r->depth[d], log2(r->depth[d]));
+    for (int m = 0; m <= r->n_recipes; m++) {
+      const ufp4_study_test *t = m < r->n_recipes ? &r->rel_err[m][d] : &r->per_depth[d];
+      fprintf(f, " %.9g %.9g %.9g", t->s.mean, t->s.lo, t->s.hi);
+    }
+    fputc('\n', f);
+  }
+}
+
+/* depth_series: each recipe's relative error against depth, and D per depth, with intervals. */
+static int plot_series(const char *dir, const ufp4_study_result *r, const ufp4_study_options *o) {
+  char body[8192];
+  size_t n = (size_t)snprintf(body, sizeof body,
+                              "set key below horizontal\nset logscale x 2\nset xrange [%g:%g]\n"
+                              "set multiplot layout 1,2 title 'The depth series: mean and 95%% t interval over "
+                              "%zu seeds'\nset xlabel 'blocks L'\nset ylabel 'relative error vs %s (pp)'\nplot ",
+                              r->depth[0] / 1.3, r->depth[r->n_depths - 1] * 1.3, r->n_seeds, o->baseline);
+  for (int m = 0; m < r->n_recipes && n < sizeof body; m++) {
+    const int col = 3 + 3 * m;
+    const double nudge = 1 + 0.02 * (m - (r->n_recipes - 1) / 2.0); /* apart along x, on the log scale */
+    n += (size_t)snprintf(body + n, sizeof body - n, "%s'depth_series.dat' using ($1*%.3f):%d:%d:%d with yerrorlines title '%s'",
+                          m ? ", " : "", nudge, col, col + 1, col + 2, r->recipe[m]);
+  }
+  const int col = 3 + 3 * r->n_recipes;
+  if (n < sizeof body)
+    snprintf(body + n, sizeof body - n,
+             "\nset ylabel 'D = %s - %s (pp)'\nplot 'depth_series.dat' using 1:%d:%d:%d with yerrorlines title 'D', 0 "
+             "notitle with lines dt 2\nunset multiplot\n",
+             o->a, o->b, col, col + 1, col + 2);
+  const int rc = ufp4_plot_gnuplot(dir, "depth_series", body, 1100, 450);
+  return rc < 0 ? rc : 0;
 }
 
 /* h3_curves.dat: per block, for each curve and recipe, mean, ci_lo, ci_hi (NaN as "nan"). */
@@ -453,6 +529,8 @@ int ufp4_study_write(const ufp4_study_result *r, const ufp4_study_options *o, in
   if (sd_only) return write_one(out_dir, "stage2.json", fill_stage2, r, o, command, commit);
   rc = write_one(out_dir, "analysis.json", fill_json, r, o, command, commit);
   if (!rc) rc = write_one(out_dir, "analysis.md", md, r, o, command, commit);
+  if (!rc) rc = write_one(out_dir, "depth_series.dat", fill_series, r, o, command, commit);
+  if (!rc) rc = plot_series(out_dir, r, o);
   if (!rc && r->h3_curves) rc = write_one(out_dir, "h3_curves.dat", fill_curves, r, o, command, commit);
   if (!rc && r->h3_curves) rc = plot_curves(out_dir, r, o);
   return rc;
