@@ -534,6 +534,15 @@ static void test_write(void **state) {
   assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "commit")->valuestring, "abc123");
   assert_string_equal(cJSON_GetObjectItemCaseSensitive(j, "binaries")->valuestring, "def+abc, abc");
   assert_null(cJSON_GetObjectItemCaseSensitive(j, "stage2")); /* n is decided in stage2.json only */
+  /* the per-seed values behind the tests: d(s), and D(s, L) at L = 16 */
+  const cJSON *ps = cJSON_GetObjectItemCaseSensitive(j, "per_seed");
+  for (int sd = 1; sd <= 3; sd++) {
+    const double d = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(ps, "h1_d"), sd - 1)->valuedouble;
+    const double d16 =
+        cJSON_GetArrayItem(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(ps, "per_depth_D"), 3), sd - 1)->valuedouble;
+    assert_true(fabs(d - (2.5 + 0.45 * (sd - 2))) < 1e-9 && fabs(d16 - d_pp(sd, 4)) < 1e-9);
+  }
+  assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(ps, "secondary")), 1);
   const cJSON *pw = cJSON_GetObjectItemCaseSensitive(j, "power");
   assert_true(fabs(cJSON_GetObjectItemCaseSensitive(pw, "h1_mdd_pp")->valuedouble - r->h1.s.mdd) < 1e-12);
   const cJSON *h3 = cJSON_GetObjectItemCaseSensitive(j, "h3_detail");

@@ -174,6 +174,10 @@ typedef struct {
   double *h3_curves;      /* [forward ratio, forward cosine, dX ratio, dX cosine][a, b][h3_layers + 1]
                            * [mean, ci_lo, ci_hi]: per block, the seeds' means of their batch means */
   char binaries[512];     /* the commits (run.json) of the runs in the analysis, ", "-joined */
+  double *per_seed;       /* each test's value per included seed, rows of n_seeds: d(s) (H1), b(s)
+                           * (H2), e_c(s) (the control; NaN without one), D(s, L) for each depth,
+                           * then each secondary comparison; NaN where a seed lacks a run. NULL
+                           * with sd_only */
   int last_step[UFP4_STUDY_MAX_DEPTHS]; /* the last evaluation step of each depth */
   /* stage 2 */
   double sd_pp, target_pp;

@@ -350,28 +350,37 @@ static void stage2(const ufp4_study_options *o, ufp4_study_result *r, const doub
   }
 }
 
-static void tests(const study *st, const ufp4_study_options *o, ufp4_study_result *r, const double *d1) {
+static int tests(const study *st, const ufp4_study_options *o, ufp4_study_result *r, const double *d1) {
   const size_t n = r->n_seeds;
   double *v = malloc((n + 1) * sizeof *v), y[UFP4_STUDY_MAX_DEPTHS];
-  if (!v) return;
-  study_summarize(d1, n, o->alpha / 3, o->power, &r->h1);
+  r->per_seed = malloc(((size_t)(3 + r->n_depths + o->n_secondary) * n + 1) * sizeof *r->per_seed);
+  if (!v || !r->per_seed) {
+    free(v);
+    return ufp4_fail(UFP4_ENOMEM, "study: out of memory");
+  }
+  double *const h1 = r->per_seed, *const h2 = h1 + n, *const ctl = h2 + n, *const per_depth = ctl + n,
+                *const sec = per_depth + (size_t)r->n_depths * n;
+  memcpy(h1, d1, n * sizeof *d1);
+  study_summarize(h1, n, o->alpha / 3, o->power, &r->h1);
   for (size_t s = 0; s < n; s++) {
     for (int d = 0; d < r->n_depths; d++) y[d] = rel_pp(st, r, R_A, R_B, r->seeds[s], d);
-    v[s] = slope_log2(r, y);
+    h2[s] = slope_log2(r, y);
   }
-  study_summarize(v, n, o->alpha / 3, o->power, &r->h2);
+  study_summarize(h2, n, o->alpha / 3, o->power, &r->h2);
   ufp4_study_test *fam[UFP4_STUDY_MAX_SECONDARY + UFP4_STUDY_MAX_DEPTHS];
   for (int d = 0; d < r->n_depths; d++) {
-    for (size_t s = 0; s < n; s++) v[s] = rel_pp(st, r, R_A, R_B, r->seeds[s], d);
-    study_summarize(v, n, o->alpha, o->power, &r->per_depth[d]);
+    double *x = per_depth + (size_t)d * n;
+    for (size_t s = 0; s < n; s++) x[s] = rel_pp(st, r, R_A, R_B, r->seeds[s], d);
+    study_summarize(x, n, o->alpha, o->power, &r->per_depth[d]);
     fam[d] = &r->per_depth[d];
   }
   study_holm(fam, r->n_depths, o->alpha);
   r->has_control = o->control != NULL;
   r->noise_floor = NAN;
+  for (size_t s = 0; s < n; s++) ctl[s] = NAN;
   if (r->has_control) {
-    for (size_t s = 0; s < n; s++) v[s] = depth_mean_pp(st, r, R_CONTROL, R_BASE, r->seeds[s]);
-    study_summarize(v, n, o->alpha, o->power, &r->control);
+    for (size_t s = 0; s < n; s++) ctl[s] = depth_mean_pp(st, r, R_CONTROL, R_BASE, r->seeds[s]);
+    study_summarize(ctl, n, o->alpha, o->power, &r->control);
     r->noise_floor = fabs(r->control.s.mean);
     for (int d = 0; d < r->n_depths; d++) {
       for (size_t s = 0; s < n; s++) v[s] = rel_pp(st, r, R_CONTROL, R_BASE, r->seeds[s], d);
@@ -381,12 +390,14 @@ static void tests(const study *st, const ufp4_study_options *o, ufp4_study_resul
   r->n_secondary = o->n_secondary;
   for (int k = 0; k < o->n_secondary; k++) {
     r->secondary_ref[k] = st->names[R_REF + k];
-    for (size_t s = 0; s < n; s++) v[s] = depth_mean_pp(st, r, R_SECONDARY + k, R_REF + k, r->seeds[s]);
-    study_summarize(v, n, o->alpha, o->power, &r->secondary[k]);
+    double *x = sec + (size_t)k * n;
+    for (size_t s = 0; s < n; s++) x[s] = depth_mean_pp(st, r, R_SECONDARY + k, R_REF + k, r->seeds[s]);
+    study_summarize(x, n, o->alpha, o->power, &r->secondary[k]);
     fam[k] = &r->secondary[k];
   }
   study_holm(fam, o->n_secondary, o->alpha);
   free(v);
+  return 0;
 }
 
 /* The depth series: each recipe's relative error at each depth. */
@@ -545,10 +556,10 @@ int ufp4_study_analyze(const ufp4_study_folder *folders, size_t n_folders, const
     binaries(&st, r);
     stage2(o, r, d1, sd_only);
     if (!sd_only) {
-      tests(&st, o, r, d1);
+      rc = tests(&st, o, r, d1);
       series(&st, o, r);
       settledness(&st, r, o->alpha, o->power);
-      if (o->drift_dir) rc = study_h3(o, r);
+      if (!rc && o->drift_dir) rc = study_h3(o, r);
       if (!rc) primary_decisions(o, r);
     }
   }
@@ -568,5 +579,6 @@ void ufp4_study_free(ufp4_study_result *r) {
   free(r->seeds);
   free(r->h3_seed_slopes);
   free(r->h3_curves);
+  free(r->per_seed);
   free(r);
 }

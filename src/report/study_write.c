@@ -76,6 +76,37 @@ static void json_head(FILE *f, const ufp4_study_result *r, const ufp4_study_opti
   fputc('}', f);
 }
 
+/* "key":[v0, v1, ...] with null for NaN. */
+static void jarray(FILE *f, const char *key, const double *v, size_t n) {
+  if (key) fprintf(f, "\"%s\":", key);
+  fputc('[', f);
+  for (size_t i = 0; i < n; i++) {
+    if (i) fputc(',', f);
+    if (isfinite(v[i])) fprintf(f, "%.17g", v[i]);
+    else fputs("null", f);
+  }
+  fputc(']', f);
+}
+
+/* Each test's value per seed (ufp4/study.h's per_seed), so any figure can be recomputed. */
+static void json_per_seed(FILE *f, const ufp4_study_result *r) {
+  const size_t n = r->n_seeds;
+  fputs(",\"per_seed\":{", f);
+  jarray(f, "h1_d", r->per_seed, n), fputc(',', f);
+  jarray(f, "h2_b", r->per_seed + n, n), fputc(',', f);
+  jarray(f, "control_e", r->per_seed + 2 * n, n), fputs(",\"per_depth_D\":[", f);
+  for (int d = 0; d < r->n_depths; d++) {
+    if (d) fputc(',', f);
+    jarray(f, NULL, r->per_seed + (size_t)(3 + d) * n, n);
+  }
+  fputs("],\"secondary\":[", f);
+  for (int k = 0; k < r->n_secondary; k++) {
+    if (k) fputc(',', f);
+    jarray(f, NULL, r->per_seed + (size_t)(3 + r->n_depths + k) * n, n);
+  }
+  fputs("]}", f);
+}
+
 /* One H3 measure's three tests. */
 static void jmeasure(FILE *f, const char *name, const ufp4_study_test *a, const ufp4_study_test *b,
                      const ufp4_study_test *diff, int equivalent) {
@@ -185,6 +216,7 @@ static void json_body(FILE *f, const ufp4_study_result *r, const ufp4_study_opti
     fputs("]}", f);
   }
   fputc(']', f);
+  if (r->per_seed) json_per_seed(f, r);
   if (r->h3_seed_slopes) json_h3(f, r);
   fputs("}\n", f);
 }
