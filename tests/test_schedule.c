@@ -137,7 +137,8 @@ static void report_shows_table(const char *plain, const char *scheduled) {
 
 /* Under "e2m1,sr=all@0,bf16@12" the steps before 12 are e2m1's to the bit and those from 12 on are
  * not; the switch is logged once, as the first step under it; and a run resumed from a checkpoint
- * before the switch (step 8), or at it (step 12), ends with the straight run's lines and weights. */
+ * before the switch (step 8), at it (step 12) or after it (16) ends with the straight run's lines
+ * and weights. */
 static void test_switch_and_exact_resume(void **state) {
   (void)state;
   const char *sched = "e2m1,sr=all@0,bf16@12";
@@ -168,8 +169,8 @@ static void test_switch_and_exact_resume(void **state) {
   assert_non_null(strstr(cj, "\"recipe\":\t\"e2m1,grid=e2m1,"));
   assert_non_null(strstr(cj, "\"projection_recipes\""));
   free(cj);
-  static const int first_leg[] = {8, 12};
-  for (size_t i = 0; i < 2; i++) {
+  static const int first_leg[] = {8, 12, 16}; /* before, at and after the switch */
+  for (size_t i = 0; i < 3; i++) {
     char b[] = "/tmp/ufp4_schedB_XXXXXX";
     assert_non_null(mkdtemp(b));
     ufp4_train_config cb = tiny(b, "fp32", sched, first_leg[i]);
@@ -190,6 +191,51 @@ static void test_switch_and_exact_resume(void **state) {
   free(tp);
   ufp4_remove_tree(straight);
   ufp4_remove_tree(plain);
+}
+
+/* Removes DIR's checkpoints after step `keep`. */
+static void drop_checkpoints_after(const char *dir, int keep, int last) {
+  for (int s = keep + 4; s <= last; s += 4) {
+    char p[1024];
+    snprintf(p, sizeof p, "%s/ckpt/step_%08d", dir, s);
+    assert_int_equal(ufp4_remove_tree(p), 0);
+  }
+}
+
+/* A fractional switch ("bf16@0.6" of 20 steps: step 12) resumes exactly from before it; a resume
+ * whose --steps would move a switch the run has already made fails, naming both; one that moves a
+ * switch still ahead is allowed (the fraction follows --steps, as documented). */
+static void test_fraction_resume(void **state) {
+  (void)state;
+  const char *sched = "e2m1,sr=all@0,bf16@0.6";
+  char a[] = "/tmp/ufp4_schedF_XXXXXX", b[] = "/tmp/ufp4_schedG_XXXXXX";
+  assert_non_null(mkdtemp(a));
+  assert_non_null(mkdtemp(b));
+  ufp4_train_config ca = tiny(a, "fp32", sched, 20);
+  ca.ckpt_every = 4;
+  char *ta = train_dir(&ca, a, 0);
+  assert_non_null(strstr(ta, "{\"step\":13,\"event\":\"recipe\",\"phase\":1,"));
+  ufp4_train_config cb = tiny(b, "fp32", sched, 20);
+  cb.ckpt_every = 4;
+  cb.keep_ckpts = 10;
+  free(train_dir(&cb, b, 0));
+  drop_checkpoints_after(b, 8, 20); /* as if killed after step 8 */
+  char *tb = train_dir(&cb, b, 1);
+  if (strcmp(ta, tb)) fail_msg("resumed at 8:\n%s\nstraight:\n%s", tb, ta);
+  free(tb);
+  drop_checkpoints_after(b, 16, 20); /* the newest is 16, after the switch at 12 */
+  cb.steps = 40;                     /* 0.6 of 40 would be 24 */
+  ufp4_train_result r;
+  const int rc = ufp4_train(&cb, &(ufp4_data_source){train_synth_batch, (void *)&synth, NULL, NULL}, 1, &r);
+  assert_int_not_equal(rc, 0);
+  if (!strstr(ufp4_last_error(), "resuming at step 16, the run had entered phases starting at steps {0, 12}") ||
+      !strstr(ufp4_last_error(), "starts them at {0}"))
+    fail_msg("%s", ufp4_last_error());
+  drop_checkpoints_after(b, 8, 16); /* from 8, the switch is still ahead: it moves to 24 */
+  free(train_dir(&cb, b, 1));
+  free(ta);
+  ufp4_remove_tree(a);
+  ufp4_remove_tree(b);
 }
 
 /* A bad schedule or override fails before the run folder is written, naming the problem. */
@@ -294,7 +340,7 @@ int main(void) {
       cmocka_unit_test(test_parse),
       cmocka_unit_test(test_bad_config_fails_early),
       cmocka_unit_test(test_config_round_trip),
-      cmocka_unit_test(test_switch_and_exact_resume),
+      cmocka_unit_test(test_switch_and_exact_resume), cmocka_unit_test(test_fraction_resume),
       cmocka_unit_test(test_compare_entry),
   };
   return cmocka_run_group_tests(tests, grid_test_setup, grid_test_teardown);

@@ -82,16 +82,19 @@ static const char *exact_num(char buf[32], double v) {
 int ckpt_save_step(const ufp4_train_config *cfg, ufp4_model *m, const float *m_state,
                    const float *v_state, int step, const ckpt_carry *carry) {
   train_path path;
-  char json[512], window[32], loss[32], val[32];
+  char json[1024], window[32], loss[32], val[32];
   int rc = step_dir(&path, cfg->out_dir, step);
   if (rc) return rc;
   /* world is kept so that a resume can refuse another rank count: the data order depends on it. */
-  snprintf(json, sizeof json,
-           "{\"step\":%d,\"seed\":%llu,\"world\":%d,\"window_loss\":%s,\"window_n\":%d,"
-           "\"skipped_steps\":%d,\"final_loss\":%s,\"final_val_loss\":%s}",
-           step, (unsigned long long)cfg->seed, cfg->world, exact_num(window, carry->window_loss),
-           carry->window_n, carry->skipped_steps, exact_num(loss, carry->final_loss),
-           exact_num(val, carry->final_val_loss));
+  size_t len = (size_t)snprintf(json, sizeof json,
+                                "{\"step\":%d,\"seed\":%llu,\"world\":%d,\"window_loss\":%s,\"window_n\":%d,"
+                                "\"skipped_steps\":%d,\"final_loss\":%s,\"final_val_loss\":%s,\"phase_starts\":[",
+                                step, (unsigned long long)cfg->seed, cfg->world, exact_num(window, carry->window_loss),
+                                carry->window_n, carry->skipped_steps, exact_num(loss, carry->final_loss),
+                                exact_num(val, carry->final_val_loss));
+  for (int p = 0; p < carry->n_phases && len < sizeof json; p++) /* at most 16 x 12 characters */
+    len += (size_t)snprintf(json + len, sizeof json - len, "%s%d", p ? "," : "", carry->phase_start[p]);
+  if (len < sizeof json) snprintf(json + len, sizeof json - len, "]}");
   if ((rc = ufp4_checkpoint_save(path.s, m, m_state, v_state, json))) return rc;
   prune_checkpoints(cfg->out_dir, cfg->keep_ckpts, cfg->ckpt_every > 0 ? cfg->ckpt_every : 0, step);
   return 0;
@@ -115,6 +118,10 @@ static int read_trainer_meta(const char *path, const char *trainer, int step, in
                         .skipped_steps = (int)meta_num(j, "skipped_steps", 0),
                         .final_loss = meta_num(j, "final_loss", NAN),
                         .final_val_loss = meta_num(j, "final_val_loss", NAN)};
+  const cJSON *ps = j ? cJSON_GetObjectItemCaseSensitive(j, "phase_starts") : NULL, *x;
+  cJSON_ArrayForEach(x, ps) {
+    if (carry->n_phases < UFP4_MAX_PHASES && cJSON_IsNumber(x)) carry->phase_start[carry->n_phases++] = x->valueint;
+  }
   /* Checkpoints from before data parallelism record no world: they were written by one rank. */
   const int world = cJSON_IsNumber(w) ? w->valueint : 1;
   int rc = 0;

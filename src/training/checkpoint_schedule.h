@@ -21,6 +21,11 @@ typedef struct {
   int window_n;
   int skipped_steps;
   double final_loss, final_val_loss; /* NaN when not known yet */
+  /* the first step of each phase of the recipe schedule the run had when it saved (n_phases 0:
+   * a checkpoint from before they were saved), so that a resume can refuse a schedule that would
+   * rewrite what the run already did (a fraction moved by another --steps) */
+  int n_phases;
+  int phase_start[UFP4_MAX_PHASES];
 } ckpt_carry;
 
 /* Is a checkpoint due after `done_steps` steps: every ckpt_every steps, and at the end. */

@@ -139,3 +139,25 @@ void train_print_recipes(const ufp4_train_config *cfg, const ufp4_recipe_schedul
     free(table);
   }
 }
+
+/* "0, 1800" of the starts below step. */
+static void past_starts(const int *start, int n, int step, char *out, size_t size) {
+  size_t len = 0;
+  out[0] = '\0';
+  for (int p = 0; p < n && start[p] < step && len < size; p++)
+    len += (size_t)snprintf(out + len, size - len, "%s%d", p ? ", " : "", start[p]);
+}
+
+int train_check_resume_phases(const ufp4_train_config *cfg, const ufp4_recipe_schedule *sched, const int *saved,
+                              int n_saved, int step) {
+  if (n_saved <= 0) return 0;
+  char was[256], now[256];
+  past_starts(saved, n_saved, step, was, sizeof was);
+  past_starts(sched->start, sched->n, step, now, sizeof now);
+  if (!strcmp(was, now)) return 0;
+  return ufp4_fail(UFP4_EINVAL,
+                   "%s: resuming at step %d, the run had entered phases starting at steps {%s} of its schedule, "
+                   "but this run's schedule (%s, with --steps %d) starts them at {%s}: a fraction in the schedule "
+                   "moves with --steps; give the switch as a step number to keep it",
+                   cfg->out_dir, step, was, cfg->schedule[0] ? cfg->schedule : cfg->recipe, cfg->steps, now);
+}

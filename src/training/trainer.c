@@ -162,6 +162,7 @@ static int begin(trainer *t, int resume) {
   const ufp4_train_config *cfg = t->cfg;
   ckpt_carry carry = {.final_loss = NAN, .final_val_loss = NAN};
   int rc = setup(cfg, &t->s, resume, &t->start, &carry);
+  if (!rc && resume) rc = train_check_resume_phases(cfg, t->sched, carry.phase_start, carry.n_phases, t->start);
   t->window_loss = carry.window_loss;
   t->window_n = carry.window_n;
   t->res->skipped_steps = carry.skipped_steps;
@@ -327,11 +328,13 @@ static int checkpoint_if_due(trainer *t, int done) {
   if ((due || done % PARAM_CHECK_EVERY == 0) && (rc = check_params(t->comm, &t->s, t->n, done)))
     return rc;
   if (!due) return 0;
-  const ckpt_carry carry = {.window_loss = t->window_loss,
-                            .window_n = t->window_n,
-                            .skipped_steps = t->res->skipped_steps,
-                            .final_loss = t->res->final_loss,
-                            .final_val_loss = t->res->final_val_loss};
+  ckpt_carry carry = {.window_loss = t->window_loss,
+                      .window_n = t->window_n,
+                      .skipped_steps = t->res->skipped_steps,
+                      .final_loss = t->res->final_loss,
+                      .final_val_loss = t->res->final_val_loss,
+                      .n_phases = t->sched->n};
+  memcpy(carry.phase_start, t->sched->start, sizeof carry.phase_start);
   if (!t->pending && t->writer)
     t->pending = ckpt_save_step(t->cfg, t->s.model, t->s.m_state, t->s.v_state, done, &carry);
   return agree(t);
