@@ -333,6 +333,19 @@ static void test_compare_entry(void **state) {
   assert_non_null(strstr(t, "| `e2m1` |"));
   assert_non_null(strstr(t, "from step 6:"));
   free(t);
+  /* a schedule alone needs no ';': the same run, found done */
+  o.recipes = "e2m1@0,bf16@6";
+  FILE *f = tmpfile();
+  assert_non_null(f);
+  o.log = f;
+  ufp4_compare_result res;
+  assert_ok(ufp4_compare_run(&o, &res));
+  assert_int_equal(res.n_recipes, 2);
+  ufp4_compare_result_free(&res);
+  rewind(f);
+  log[fread(log, 1, sizeof log - 1, f)] = '\0';
+  fclose(f);
+  if (!strstr(log, "2 done, 0 to resume, 0 to run")) fail_msg("a lone schedule: %s", log);
 }
 
 int main(void) {

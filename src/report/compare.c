@@ -58,7 +58,9 @@ static int add_recipe(recipe_list *l, const char *spec) {
 static int split_list(const char *list, recipe_list *out) {
   char buf[4096];
   snprintf(buf, sizeof buf, "%s", list);
-  const char *sep = strchr(buf, ';') ? ";" : ",";
+  /* ';' separates entries when any entry holds commas of its own: a schedule always does, so a
+   * list with an '@' and no ';' is one schedule ("e2m1@0,bf16@0.9"), not three entries */
+  const char *sep = strchr(buf, ';') || strchr(buf, '@') ? ";" : ",";
   char *save = NULL;
   int rc = 0;
   for (char *tok = strtok_r(buf, sep, &save); tok && !rc; tok = strtok_r(NULL, sep, &save))
