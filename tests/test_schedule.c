@@ -300,6 +300,20 @@ static void test_config_round_trip(void **state) {
 /* compare takes a schedule as a recipe entry: its runs are labelled by the entry, sit in their own
  * folders beside those of the schedule's first recipe, and a second call finds every run finished
  * (their config.json, arrays included, is the planned one) instead of redoing them as stale. */
+/* One compare call whose log goes into log[size]; it must give n_recipes recipes. */
+static void compare_logged(ufp4_compare_options *o, int n_recipes, char *log, size_t size) {
+  FILE *f = tmpfile();
+  assert_non_null(f);
+  o->log = f;
+  ufp4_compare_result res;
+  assert_ok(ufp4_compare_run(o, &res));
+  assert_int_equal(res.n_recipes, n_recipes);
+  ufp4_compare_result_free(&res);
+  rewind(f);
+  log[fread(log, 1, size - 1, f)] = '\0';
+  fclose(f);
+}
+
 static void test_compare_entry(void **state) {
   (void)state;
   char out[700], log[4096], path[800];
@@ -313,17 +327,7 @@ static void test_compare_entry(void **state) {
   o.train = grid_test_tiny(o.train);
   o.train.steps = 8;
   for (int call = 0; call < 2; call++) {
-    FILE *f = tmpfile();
-    assert_non_null(f);
-    o.log = f;
-    ufp4_compare_result res;
-    assert_ok(ufp4_compare_run(&o, &res));
-    assert_int_equal(res.n_recipes, 3);
-    ufp4_compare_result_free(&res);
-    rewind(f);
-    const size_t n = fread(log, 1, sizeof log - 1, f);
-    log[n] = '\0';
-    fclose(f);
+    compare_logged(&o, 3, log, sizeof log);
     if (call == 1 && !strstr(log, "3 done, 0 to resume, 0 to run")) fail_msg("second call: %s", log);
   }
   snprintf(path, sizeof path, "%s/runs/e2m1_0_bf16_6/seed1/config.json", out);
@@ -335,16 +339,7 @@ static void test_compare_entry(void **state) {
   free(t);
   /* a schedule alone needs no ';': the same run, found done */
   o.recipes = "e2m1@0,bf16@6";
-  FILE *f = tmpfile();
-  assert_non_null(f);
-  o.log = f;
-  ufp4_compare_result res;
-  assert_ok(ufp4_compare_run(&o, &res));
-  assert_int_equal(res.n_recipes, 2);
-  ufp4_compare_result_free(&res);
-  rewind(f);
-  log[fread(log, 1, sizeof log - 1, f)] = '\0';
-  fclose(f);
+  compare_logged(&o, 2, log, sizeof log);
   if (!strstr(log, "2 done, 0 to resume, 0 to run")) fail_msg("a lone schedule: %s", log);
 }
 
