@@ -30,6 +30,7 @@ has no checkpoint (named; the others are done), 2 on bad arguments or a file tha
 1 when an evaluation fails."""
 import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -37,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 
-LOSS_RE = re.compile(r"\bloss (-?[0-9.]+(?:e[-+]?[0-9]+)?|nan|inf)\b")
+LOSS_RE = re.compile(r"  loss (\S+)  perplexity")  # `ufp4 eval`'s line: "...  loss %.6f  perplexity %.4f"
 
 
 def fail(msg, code=2):
@@ -61,9 +62,10 @@ def read_state(run):
 
 def checkpoint(run, alt, step):
     name = "step_%08d" % step
-    for top in (run, alt):
-        if top and os.path.isfile(os.path.join(top, "ckpt", name, "model.safetensors")):
-            return os.path.join(top, "ckpt", name)
+    for top in (run, alt):  # complete: the trainer writes optimizer.safetensors last
+        d = os.path.join(top, "ckpt", name) if top else None
+        if d and all(os.path.isfile(os.path.join(d, f)) for f in ("model.safetensors", "optimizer.safetensors")):
+            return d
     return None
 
 
@@ -76,8 +78,11 @@ def evaluate(args, ckpt):
     m = LOSS_RE.search(p.stdout)
     if not m:
         fail("%s printed no loss: %s" % (" ".join(cmd), p.stdout.strip()), 1)
-    loss = float(m.group(1))
-    if loss != loss or loss in (float("inf"), float("-inf")):
+    try:
+        loss = float(m.group(1))
+    except ValueError:
+        loss = float("nan")
+    if not math.isfinite(loss):
         fail("%s: the loss is %s" % (ckpt, m.group(1)), 1)
     return loss, cmd
 
@@ -108,6 +113,7 @@ def write_run(dest, step, loss, record, lines):
         f.writelines(lines)
         f.write(json.dumps({"step": step, "val_loss": loss}) + "\n")
     shutil.copyfile(record, os.path.join(tmp, "run.json"))
+    os.chmod(tmp, 0o755)  # mkdtemp makes it 0700
     os.rename(tmp, dest)
 
 
@@ -168,4 +174,7 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except OSError as e:  # a folder that cannot be made or written
+        fail(str(e))

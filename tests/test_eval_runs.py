@@ -27,6 +27,7 @@ STUB = """#!/bin/sh
 echo "$@" >> "$(dirname "$0")/calls.log"
 [ "$1" = eval ] || exit 9
 [ "$2" = --checkpoint ] || exit 9
+[ -f "$3/fail" ] && { echo "cannot read $3" >&2; exit 1; }
 printf 'checkpoint %s  data x  batches 32 x 8 x 16  loss %s  perplexity 1.0\\n' "$3" "$(cat "$3/model.safetensors")"
 """
 
@@ -43,6 +44,7 @@ def make_run(top, name, seed, state="finished", ckpt=True):
         os.makedirs(c)
         with open(os.path.join(c, "model.safetensors"), "w") as f:
             f.write("%.6f" % LOSSES[name](seed))
+        open(os.path.join(c, "optimizer.safetensors"), "w").close()
     return d
 
 
@@ -96,6 +98,22 @@ def test_all():
     make_run(folder, "e2m1", 5, ckpt=False)
     rc, text = run(folder, out, "--runs", "e2m1", "--step", str(STEP), "--binary", stub, "--seeds", "5")
     check(rc == 3 and "runs/e2m1/seed5 (no checkpoint step_00000040)" in text, "no checkpoint: %d %s" % (rc, text))
+    # a failing evaluation: exit 1, and no folder for that run; the runs before it are done
+    for s in (6, 7):
+        make_run(folder, "e2m1", s)
+    with open(os.path.join(folder, "runs", "e2m1", "seed7", "ckpt", "step_%08d" % STEP, "fail"), "w"):
+        pass
+    rc, text = run(folder, out, "--runs", "e2m1", "--step", str(STEP), "--binary", stub, "--seeds", "7")
+    check(rc == 1 and "cannot read" in text, "failing eval: %d %s" % (rc, text))
+    check(os.path.isdir(os.path.join(out, "runs", "e2m1", "seed6")), "seed 6, before the failure, is done")
+    check(not os.path.exists(os.path.join(out, "runs", "e2m1", "seed7")), "a failed evaluation left a folder")
+    # an unreadable run.json: exit 2 naming it (seed 7 now evaluates)
+    os.remove(os.path.join(folder, "runs", "e2m1", "seed7", "ckpt", "step_%08d" % STEP, "fail"))
+    make_run(folder, "e2m1", 8)
+    with open(os.path.join(folder, "runs", "e2m1", "seed8", "run.json"), "w") as f:
+        f.write("{not json")
+    rc, text = run(folder, out, "--runs", "e2m1", "--step", str(STEP), "--binary", stub, "--seeds", "8")
+    check(rc == 2 and "seed8/run.json: cannot be read" in text, "bad run.json: %d %s" % (rc, text))
     # bad arguments
     for bad in ([folder, out, "--runs", "../x", "--seeds", "1", "--step", "1", "--binary", stub],
                 [folder, out, "--runs", "e2m1", "--seeds", "0", "--step", "1", "--binary", stub],
