@@ -61,6 +61,12 @@ if [[ ! -f "$data/train.tok" ]]; then
   echo "study.sh: no token shards at $data (run 'make run' once, or set STUDY_DATA)" >&2
   exit 2
 fi
+# The shards every run of the study was trained on (docs/STUDY.md section 11): a machine that
+# prepares other tokens (another corpus download, a changed tokenizer) stops here, before a run.
+if ! (cd "$data" && sha256sum --quiet --strict -c "$OLDPWD/scripts/study_data.sha256") >&2; then
+  echo "study.sh: $data/{train,val}.tok are not the study's shards (scripts/study_data.sha256)" >&2
+  exit 2
+fi
 
 # The study binary: built once per machine from STUDY_COMMIT, never from the working tree.
 if [[ ! -x "$bin" ]] || ! "$bin" version | grep -q "commit ${STUDY_COMMIT:0:12}"; then

@@ -63,6 +63,12 @@ if [[ -z "$study_commit" ]] || ! "$bin" version 2>/dev/null | grep -q "commit ${
   exit 2
 fi
 
+# The study's shards (scripts/study.sh checks them the same way): other tokens, other runs.
+if ! (cd "$data" 2>/dev/null && sha256sum --quiet --strict -c "$OLDPWD/scripts/study_data.sha256") >&2; then
+  echo "study_followup.sh: $data/{train,val}.tok are not the study's shards (scripts/study_data.sha256)" >&2
+  exit 2
+fi
+
 launch=("$bin")
 ((np > 1)) && launch=(mpirun --allow-run-as-root --bind-to none -np "$np" -x OMP_NUM_THREADS=1 "$bin")
 

@@ -11,7 +11,9 @@ and the source folder is not changed by a byte.
 study_followup.sh: its training flags are scripts/study.sh's, and it refuses to start before the
 study's final analysis exists (the blinding) or with bad arguments; in a scratch tree whose study
 binary is a stub that logs its calls, it copies the study's runs and calls compare with the study's
-flags, seeds and windows, and tolerates a seed the study has not run."""
+flags, seeds and windows, and tolerates a seed the study has not run. Both study_followup.sh and
+study.sh stop with exit 2, naming the file, when the data folder's shards are not the ones
+scripts/study_data.sha256 pins."""
 import hashlib
 import json
 import os
@@ -212,6 +214,28 @@ def test_followup_end_to_end():
             f.write("{}")
         env = dict(os.environ, STUDY_NP="1")
         env.pop("STUDY_COMMIT", None)
+        # Shards of its own, and their checksums in place of the study's.
+        shards = os.path.join(tmp, "data", "shards", "sotu-bpe2048")
+        os.makedirs(shards)
+        sums = []
+        for name, body in (("train.tok", b"train tokens"), ("val.tok", b"val tokens")):
+            with open(os.path.join(shards, name), "wb") as f:
+                f.write(body)
+            sums.append("%s  %s\n" % (hashlib.sha256(body).hexdigest(), name))
+        with open(os.path.join(tmp, "scripts", "study_data.sha256"), "w") as f:
+            f.writelines(sums)
+        with open(os.path.join(shards, "val.tok"), "ab") as f:
+            f.write(b"!")
+        p = subprocess.run(["bash", "scripts/study_followup.sh", "fos"], cwd=tmp, capture_output=True, text=True,
+                           env=env)
+        check(p.returncode == 2 and "val.tok" in p.stderr and "not the study's shards" in p.stderr,
+              "other shards: exit %d: %s" % (p.returncode, p.stderr))
+        p = subprocess.run(["bash", "scripts/study.sh", "2"], cwd=tmp, capture_output=True, text=True, env=env)
+        check(p.returncode == 2 and "val.tok" in p.stderr and "not the study's shards" in p.stderr,
+              "study.sh, other shards: exit %d: %s" % (p.returncode, p.stderr))
+        check(not os.path.exists(os.path.join(tmp, ".study", "build", "calls.log")), "other shards: compare ran")
+        with open(os.path.join(shards, "val.tok"), "wb") as f:
+            f.write(b"val tokens")
         p = subprocess.run(["bash", "scripts/study_followup.sh", "fos"], cwd=tmp, capture_output=True, text=True,
                            env=env)
         check(p.returncode == 0, "fos: exit %d: %s" % (p.returncode, p.stdout + p.stderr))
