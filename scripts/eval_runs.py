@@ -14,10 +14,11 @@ checkpoints out), is evaluated with
     B eval --checkpoint CKPT --data D --batches 32 --batch 8 --recipe RECIPE
 
 and OUT/runs/NAME/seed<s> gets metrics.jsonl (the run's own training lines, then one evaluation
-line {"step": S, "val_loss": LOSS}: the run's own evaluations are left out) and the run's own
-run.json (the binary that trained it), written through a temporary folder and renamed,
-so a folder that exists is complete. Such a folder is never evaluated again or overwritten: a
-second call goes on where the first stopped. Each evaluation is logged, with its command, in
+line {"step": S, "val_loss": LOSS}: the run's own evaluations are left out), the run's own
+run.json (the binary that trained it), and eval.json (what evaluated it: the checkpoint, recipe,
+batches, data, and the commit that `B version` names), written through a temporary folder and
+renamed, so a folder that exists is complete. Such a folder is never evaluated again or overwritten: a
+second call goes on where the first stopped. Each evaluation is logged, with its command and commit, in
 OUT/evaluated_runs.txt as it ends. No loss is printed (a blinded comparison stays blinded).
 
 This is the fixed-precision evaluation of docs/RESULTS.md section 4: a run's own validation loss
@@ -38,6 +39,7 @@ import subprocess
 import sys
 import tempfile
 
+COMMIT_RE = re.compile(r"\bcommit ([0-9a-f]{7,40})\b")  # `ufp4 version`: "ufp4 X.Y.Z commit HASH (...)"
 LOSS_RE = re.compile(r"  loss (\S+)  perplexity")  # `ufp4 eval`'s line: "...  loss %.6f  perplexity %.4f"
 
 
@@ -67,6 +69,18 @@ def checkpoint(run, alt, step):
         if d and all(os.path.isfile(os.path.join(d, f)) for f in ("model.safetensors", "optimizer.safetensors")):
             return d
     return None
+
+
+def binary_commit(binary):
+    """The commit `binary version` names: recorded beside every loss it computes."""
+    try:
+        p = subprocess.run([binary, "version"], capture_output=True, text=True)
+    except OSError as e:
+        fail("%s: cannot be run (%s)" % (binary, e))
+    m = COMMIT_RE.search(p.stdout) if p.returncode == 0 else None
+    if not m:
+        fail("%s: `version` names no commit (exit %d: %s)" % (binary, p.returncode, (p.stdout + p.stderr).strip()))
+    return m.group(1)
 
 
 def evaluate(args, ckpt):
@@ -105,7 +119,7 @@ def train_lines(run):
     return out
 
 
-def write_run(dest, step, loss, record, lines):
+def write_run(dest, step, loss, record, lines, how):
     parent = os.path.dirname(dest)
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=".partial-", dir=parent)
@@ -113,6 +127,9 @@ def write_run(dest, step, loss, record, lines):
         f.writelines(lines)
         f.write(json.dumps({"step": step, "val_loss": loss}) + "\n")
     shutil.copyfile(record, os.path.join(tmp, "run.json"))
+    with open(os.path.join(tmp, "eval.json"), "w") as f:
+        json.dump(how, f, indent=1)
+        f.write("\n")
     os.chmod(tmp, 0o755)  # mkdtemp makes it 0700
     os.rename(tmp, dest)
 
@@ -143,6 +160,7 @@ def main():
         fail("%s: no runs/ folder (not a compare folder)" % args.folder)
     if not os.access(args.binary, os.X_OK):
         fail("%s: not an executable ufp4" % args.binary)
+    commit = binary_commit(args.binary)
     log_path = os.path.join(args.out, "evaluated_runs.txt")
     os.makedirs(args.out, exist_ok=True)
     missing = []
@@ -164,9 +182,11 @@ def main():
                 continue
             lines = train_lines(run)
             loss, cmd = evaluate(args, ckpt)
-            write_run(dest, args.step, loss, record, lines)
+            how = {"checkpoint": ckpt, "recipe": args.recipe, "batches": args.batches, "batch": args.batch,
+                   "data": args.data, "binary": args.binary, "commit": commit}
+            write_run(dest, args.step, loss, record, lines, how)
             with open(log_path, "a") as f:
-                f.write("%s <- %s\n" % (rel, " ".join(cmd)))
+                f.write("%s <- %s (commit %s)\n" % (rel, " ".join(cmd), commit))
             print("evaluated %s" % rel)
     if missing:
         print("not evaluated: " + "; ".join(missing), file=sys.stderr)

@@ -2,7 +2,8 @@
 """scripts/eval_runs.py, with a stub ufp4 whose `eval` prints the loss stored in the checkpoint
 (and logs each call): finished runs are evaluated from their own checkpoint or, for a copy
 without one, from --ckpt-from's; the layout is a compare folder's (metrics.jsonl with the loss at
---step, the run's own run.json); a run already evaluated is never evaluated again; an unfinished
+--step, the run's own run.json, eval.json with the checkpoint, recipe and the commit that the
+binary's `version` names); a binary that names no commit is refused (exit 2); a run already evaluated is never evaluated again; an unfinished
 run or a missing checkpoint is named with exit 3; bad arguments give exit 2; no loss is printed.
 Then the real `ufp4 study` ($UFP4_CLI) reads the result: its per-seed secondary values are the
 relative differences of the stored losses, to the bit of the formula."""
@@ -24,6 +25,7 @@ LOSSES = {"bf16": lambda s: 4.0 + 0.1 * s, "e2m1": lambda s: 4.0 + 0.15 * s,
 
 STUB = """#!/bin/sh
 # a stand-in for ufp4 eval: the loss is the checkpoint's model.safetensors
+[ "$1" = version ] && { echo "ufp4 0.1.0 commit 0123456789ab (OpenBLAS kernels: Haswell)"; exit 0; }
 echo "$@" >> "$(dirname "$0")/calls.log"
 [ "$1" = eval ] || exit 9
 [ "$2" = --checkpoint ] || exit 9
@@ -80,6 +82,13 @@ def test_all():
             check(lines == want, "%s seed %d: %s" % (name, s, lines))
             with open(os.path.join(d, "run.json")) as f:
                 check(json.load(f)["commit"] == "abc123", "run.json is not the run's own")
+            with open(os.path.join(d, "eval.json")) as f:
+                how = json.load(f)
+            top = folder if name == "e2m1_0_bf16_0.9" else study
+            want_how = {"checkpoint": os.path.join(top, "runs", name, "seed%d" % s, "ckpt", "step_%08d" % STEP),
+                        "recipe": "bf16", "batches": 32, "batch": 8, "data": "data/shards/sotu-bpe2048",
+                        "binary": stub, "commit": "0123456789ab"}
+            check(how == want_how, "%s seed %d: eval.json %s" % (name, s, how))
     with open(os.path.join(tmp, "calls.log")) as f:
         calls = f.read().splitlines()
     check(len(calls) == 12, "12 evaluations, not %d" % len(calls))
@@ -87,7 +96,9 @@ def test_all():
     check(any(os.path.join(study, "runs", "bf16", "seed1") in c for c in calls), "the copy's checkpoint not taken from --ckpt-from")
     check(any(os.path.join(folder, "runs", "e2m1_0_bf16_0.9", "seed1") in c for c in calls), "a run's own checkpoint not used")
     with open(os.path.join(out, "evaluated_runs.txt")) as f:
-        check(len(f.read().splitlines()) == 12, "evaluated_runs.txt lists 12")
+        logged = f.read().splitlines()
+    check(len(logged) == 12 and all(x.endswith(" (commit 0123456789ab)") for x in logged),
+          "evaluated_runs.txt lists 12, each with the commit: %s" % logged[:1])
     # a second call evaluates nothing again; seed 4 is running: named, exit 3
     rc, text = run(*common, "--seeds", "4")
     check(rc == 3 and "runs/e2m1_0_bf16_0.9/seed4 (running)" in text, "seed 4: exit %d: %s" % (rc, text))
@@ -114,6 +125,15 @@ def test_all():
         f.write("{not json")
     rc, text = run(folder, out, "--runs", "e2m1", "--step", str(STEP), "--binary", stub, "--seeds", "8")
     check(rc == 2 and "seed8/run.json: cannot be read" in text, "bad run.json: %d %s" % (rc, text))
+    # a binary whose `version` names no commit: refused before any evaluation
+    nocommit = os.path.join(tmp, "ufp4-nocommit")
+    with open(nocommit, "w") as f:
+        f.write("#!/bin/sh\necho 'ufp4 0.1.0'\n")
+    os.chmod(nocommit, 0o755)
+    make_run(folder, "e2m1", 9)
+    rc, text = run(folder, out, "--runs", "e2m1", "--step", str(STEP), "--binary", nocommit, "--seeds", "9")
+    check(rc == 2 and "names no commit" in text, "no commit: %d %s" % (rc, text))
+    check(not os.path.exists(os.path.join(out, "runs", "e2m1", "seed9")), "evaluated by a binary without a commit")
     # bad arguments
     for bad in ([folder, out, "--runs", "../x", "--seeds", "1", "--step", "1", "--binary", stub],
                 [folder, out, "--runs", "e2m1", "--seeds", "0", "--step", "1", "--binary", stub],
