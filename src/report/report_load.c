@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/json_file.h"
 #include "core/strbuf.h"
 #include "report/report_internal.h"
 #include "report/report_load.h"
@@ -17,29 +18,12 @@
 const char *const rpt_operands[RPT_N_OPERANDS] = {"fprop.x", "fprop.w", "dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x"};
 const char *const rpt_gemms[RPT_N_GEMMS] = {"fprop", "dgrad", "wgrad"};
 
-int rpt_read_file(const char *path, size_t max, const char *what, char **text, size_t *size) {
-  int rc = ufp4_read_file(path, max, text, size);
-  if (rc) {
-    char why[512];
-    snprintf(why, sizeof why, "%s", ufp4_last_error()); /* ufp4_fail overwrites it */
-    return ufp4_fail(rc, "%s: cannot read %s (%s)", path, what, why);
-  }
-  return 0;
-}
-
 int rpt_load_config(const char *dir, char *recipe, size_t recipe_size, long long *seed) {
   char path[4200];
   snprintf(path, sizeof path, "%s/config.json", dir);
-  char *text;
-  size_t size;
-  int rc = rpt_read_file(path, 64u << 20, "the run configuration", &text, &size);
+  cJSON *j;
+  int rc = ufp4_json_read_object(path, 64u << 20, "the run configuration", NULL, &j);
   if (rc) return rc;
-  cJSON *j = cJSON_ParseWithLength(text, size);
-  free(text);
-  if (!j || !cJSON_IsObject(j)) {
-    cJSON_Delete(j);
-    return ufp4_fail(UFP4_EFORMAT, "%s: not a JSON object", path);
-  }
   const cJSON *r = cJSON_GetObjectItemCaseSensitive(j, "recipe");
   const cJSON *s = cJSON_GetObjectItemCaseSensitive(j, "seed");
   if (!cJSON_IsString(r) || !r->valuestring[0]) rc = ufp4_fail(UFP4_EFORMAT, "%s: \"recipe\" string missing", path);
@@ -58,12 +42,10 @@ int rpt_load_config(const char *dir, char *recipe, size_t recipe_size, long long
 }
 
 char *rpt_load_projection_table(const char *dir) {
-  char path[4200], *text;
-  size_t size;
+  char path[4200];
   snprintf(path, sizeof path, "%s/config.json", dir);
-  if (ufp4_read_file(path, 64u << 20, &text, &size)) return NULL;
-  cJSON *j = cJSON_ParseWithLength(text, size);
-  free(text);
+  cJSON *j;
+  if (ufp4_json_read_object(path, 64u << 20, NULL, NULL, &j)) return NULL;
   const cJSON *phases = cJSON_GetObjectItemCaseSensitive(j, "projection_recipes"), *ph;
   ufp4_strbuf b = {0};
   if (!cJSON_IsArray(phases)) phases = NULL;
@@ -152,7 +134,7 @@ int rpt_load_metrics(const char *dir, ufp4_series *train, ufp4_series *val, int 
   snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
   char *text;
   size_t size;
-  int rc = rpt_read_file(path, SIZE_MAX, "the run's metrics", &text, &size);
+  int rc = ufp4_read_file_as(path, SIZE_MAX, "the run's metrics", &text, &size);
   if (rc) return rc;
   size_t tcap = 0, vcap = 0, line = 0;
   *skipped = 0;
@@ -246,7 +228,7 @@ int rpt_diag_load(const char *dir, struct ufp4_report_diag **out) {
   if (stat(path, &st) != 0 && errno == ENOENT) return 0;
   char *text;
   size_t size;
-  int rc = rpt_read_file(path, SIZE_MAX, "diagnostics", &text, &size);
+  int rc = ufp4_read_file_as(path, SIZE_MAX, "diagnostics", &text, &size);
   if (rc) return rc;
   struct ufp4_report_diag *d = calloc(1, sizeof *d);
   if (!d) {

@@ -6,8 +6,6 @@
 
 #include "ufp4/report.h"
 
-/* Reads a whole file (at most max bytes); a failure names the file and `what` it should hold. */
-int rpt_read_file(const char *path, size_t max, const char *what, char **text, size_t *size);
 /* config.json: the "recipe" string (a scheduled run's "schedule" instead) and "seed". */
 int rpt_load_config(const char *dir, char *recipe, size_t recipe_size, long long *seed);
 /* config.json's per-projection recipe table (written for runs with overrides or a schedule) as

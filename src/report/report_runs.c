@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "report/report_load.h"
+#include "core/json_file.h"
 #include "ufp4/error.h"
 #include "ufp4/report.h"
 
@@ -16,7 +16,7 @@ int ufp4_report_runs_load(const char *path, ufp4_report_run **runs, size_t *n) {
   *n = 0;
   char *text;
   size_t size;
-  int rc = rpt_read_file(path, 64u << 20, "the run list", &text, &size);
+  int rc = ufp4_read_file_as(path, 64u << 20, "the run list", &text, &size);
   if (rc) return rc;
   cJSON *j = cJSON_ParseWithLength(text, size);
   free(text);

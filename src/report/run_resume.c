@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "core/build_info.h"
+#include "core/json_file.h"
 #include "report/report_load.h"
 #include "ufp4/data_source.h"
 #include "ufp4/error.h"
@@ -77,29 +78,15 @@ static int first_diff(const cJSON *want, const cJSON *have, const char *prefix, 
   return 0;
 }
 
-/* Reads DIR/NAME as a JSON object; a file that is not one is an error naming it. */
-static int read_json(const char *dir, const char *name, cJSON **out) {
-  char path[8192];
-  snprintf(path, sizeof path, "%s/%s", dir, name);
-  char *text;
-  size_t len;
-  int rc = rpt_read_file(path, 64u << 20, "the run configuration", &text, &len);
-  if (rc) return rc;
-  *out = cJSON_ParseWithLength(text, len);
-  free(text);
-  if (cJSON_IsObject(*out)) return 0;
-  cJSON_Delete(*out);
-  *out = NULL;
-  return ufp4_fail(UFP4_EFORMAT, "%s: not a JSON object; the run folder is damaged", path);
-}
-
 /* Whether the folder's config.json is cfg's run: *differs gets the first differing key, or "". */
 static int config_differs(const ufp4_train_config *cfg, char *differs, size_t size) {
   differs[0] = '\0';
   char *json = ufp4_train_config_json(cfg);
   cJSON *want = json ? cJSON_Parse(json) : NULL, *have = NULL;
   free(json);
-  int rc = want ? read_json(cfg->out_dir, "config.json", &have)
+  char path[8192];
+  snprintf(path, sizeof path, "%s/config.json", cfg->out_dir);
+  int rc = want ? ufp4_json_read_object(path, 64u << 20, "the run configuration", "; the run folder is damaged", &have)
                 : ufp4_fail(UFP4_ENOMEM, "out of memory");
   if (!rc && !first_diff(want, have, "", differs, size)) differs[0] = '\0';
   cJSON_Delete(want);

@@ -8,7 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "report/report_load.h"
+#include "core/json_file.h"
 #include "report/study_internal.h"
 #include "ufp4/error.h"
 
@@ -230,13 +230,9 @@ static int read_seed(const ufp4_study_options *o, long long seed, int deepest, l
                      seed_drift *sd, scratch *w, size_t *scratch_doubles) {
   char path[4200];
   snprintf(path, sizeof path, "%s/seed%lld/drift.json", o->drift_dir, seed);
-  char *text;
-  size_t size;
-  int rc = rpt_read_file(path, 256u << 20, "a drift measurement", &text, &size);
+  cJSON *j;
+  int rc = ufp4_json_read_object(path, 256u << 20, "a drift measurement", NULL, &j);
   if (rc) return rc;
-  cJSON *j = cJSON_ParseWithLength(text, size);
-  free(text);
-  if (!j) return ufp4_fail(UFP4_EFORMAT, "%s: not JSON", path);
   rc = check_head(j, seed, deepest, ly, path);
   /* scratch: the dW of every kind, [kinds][2][L][batches], is the largest need */
   const size_t need = (size_t)UFP4_STUDY_MAX_PROJ_KINDS * 2 * (size_t)(ly->L + 1) * (size_t)ly->batches;

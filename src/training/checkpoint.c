@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/json_file.h"
 #include "training/ckpt_internal.h"
 #include "training/path.h"
 #include "ufp4/error.h"
@@ -157,16 +158,9 @@ static int get_bool_false(const cJSON *j, const char *path, const char *key) {
 }
 
 int ufp4_hf_config_read(const char *path, ufp4_model_config *c) {
-  char *text;
-  size_t len;
-  int rc = ufp4_read_file(path, 1 << 20, &text, &len);
+  cJSON *j;
+  int rc = ufp4_json_read_object(path, 1 << 20, NULL, NULL, &j);
   if (rc) return rc;
-  cJSON *j = cJSON_ParseWithLength(text, len);
-  free(text);
-  if (!j || !cJSON_IsObject(j)) {
-    cJSON_Delete(j);
-    return ufp4_fail(UFP4_EFORMAT, "%s: not a JSON object", path);
-  }
   *c = ufp4_model_config_default();
   const cJSON *mt = cJSON_GetObjectItemCaseSensitive(j, "model_type");
   const cJSON *act = cJSON_GetObjectItemCaseSensitive(j, "hidden_act");

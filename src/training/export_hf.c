@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/json_file.h"
 #include "training/ckpt_internal.h"
 #include "training/model_io_internal.h"
 #include "training/path.h"
@@ -497,20 +498,6 @@ int ufp4_export_hf(const char *ckpt_dir, ufp4_hf_format fmt, const char *out_dir
 
 /* ------------------------------------------------------------------ loading */
 
-static cJSON *read_json(const char *path, int *rc) {
-  char *text;
-  size_t len;
-  *rc = ufp4_read_file(path, 1 << 20, &text, &len);
-  if (*rc) return NULL;
-  cJSON *j = cJSON_ParseWithLength(text, len);
-  free(text);
-  if (!j || !cJSON_IsObject(j)) {
-    cJSON_Delete(j);
-    *rc = ufp4_fail(UFP4_EFORMAT, "%s: not a JSON object", path);
-    return NULL;
-  }
-  return j;
-}
 
 static const char *str_at(const cJSON *o, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -535,8 +522,8 @@ int ufp4_hf_detect(const char *dir, ufp4_hf_format *out) {
   int rc;
   if ((rc = train_path_fmt(&cfg, "%s/config.json", dir)) || (rc = train_path_fmt(&hq, "%s/hf_quant_config.json", dir)))
     return rc;
-  cJSON *c = read_json(cfg.s, &rc);
-  if (!c) return rc;
+  cJSON *c, *h;
+  if ((rc = ufp4_json_read_object(cfg.s, 1 << 20, NULL, NULL, &c))) return rc;
   const cJSON *q = cJSON_GetObjectItemCaseSensitive(c, "quantization_config");
   if (q && !cJSON_IsNull(q)) {
     const char *method = cJSON_IsObject(q) ? str_at(q, "quant_method") : NULL;
@@ -548,8 +535,7 @@ int ufp4_hf_detect(const char *dir, ufp4_hf_format *out) {
   }
   cJSON_Delete(c);
   if (rc || *out != UFP4_HF_NONE || access(hq.s, F_OK) != 0) return rc;
-  cJSON *h = read_json(hq.s, &rc);
-  if (!h) return rc;
+  if ((rc = ufp4_json_read_object(hq.s, 1 << 20, NULL, NULL, &h))) return rc;
   const cJSON *sec = cJSON_GetObjectItemCaseSensitive(h, "quantization");
   if (!cJSON_IsObject(sec)) rc = ufp4_fail(UFP4_EFORMAT, "%s: no \"quantization\" object", hq.s);
   else if (!(rc = check_nvfp4(sec, hq.s))) *out = UFP4_HF_NVFP4;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "core/build_info.h"
+#include "core/json_file.h"
 #include "training/path.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
@@ -146,14 +147,9 @@ int ufp4_run_record_read(const char *dir, ufp4_run_record *rec) {
   train_path path;
   int rc = train_path_fmt(&path, "%s/run.json", dir);
   if (rc || access(path.s, F_OK)) return rc;
-  char *text;
-  size_t len;
-  if ((rc = ufp4_read_file(path.s, 1 << 20, &text, &len))) return rc;
-  cJSON *j = cJSON_ParseWithLength(text, len);
-  free(text);
-  rc = cJSON_IsObject(j) ? parse_record(j, path.s, rec)
-                         : ufp4_fail(UFP4_EFORMAT, "%s: not a JSON object; the run folder is damaged",
-                                     path.s);
+  cJSON *j;
+  if ((rc = ufp4_json_read_object(path.s, 1 << 20, NULL, "; the run folder is damaged", &j))) return rc;
+  rc = parse_record(j, path.s, rec);
   cJSON_Delete(j);
   if (rc) memset(rec, 0, sizeof *rec);
   return rc;

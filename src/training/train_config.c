@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/json_file.h"
 #include "training/recipe_phase.h"
 #include "training/train_schema.h"
 #include "ufp4/error.h"
@@ -264,14 +265,10 @@ static int read_fields(const cJSON *root, const char *path, ufp4_train_config *c
 }
 
 int ufp4_train_config_load(const char *path, ufp4_train_config *c) {
-  char *text;
-  size_t len;
-  int rc = ufp4_read_file(path, 1 << 20, &text, &len);
+  cJSON *j;
+  int rc = ufp4_json_read_object(path, 1 << 20, NULL, NULL, &j);
   if (rc) return rc;
-  cJSON *j = cJSON_ParseWithLength(text, len);
-  free(text);
-  rc = cJSON_IsObject(j) ? read_fields(j, path, c)
-                         : ufp4_fail(UFP4_EFORMAT, "%s: not a JSON object", path);
+  rc = read_fields(j, path, c);
   cJSON_Delete(j);
   return rc;
 }
