@@ -55,6 +55,25 @@ static void test_eval_and_sample_checkpoint(void **state) {
   const char *l = strstr(out, "loss ");
   assert_non_null(l);
   assert_true(atof(l + 5) < 0.6 * log(256.0));
+  /* Under its own recipe a checkpoint gives the run's own validation loss: the same batches, and
+   * the RHT signs of the run's seed (1 here; ufp4 rotates fprop, so signs drawn from another seed
+   * would give another loss; e2m1 and nvfp4 have no fprop RHT and check the batches alone). */
+  for (int i = 2; i <= 4; i++) {
+    const char *recipe[] = {"", "", "e2m1", "ufp4", "nvfp4"};
+    char path[8192], *rec;
+    size_t n;
+    snprintf(path, sizeof path, "%s/run%d/run.json", work, i);
+    assert_int_equal(ufp4_read_file(path, 1 << 20, &rec, &n), 0);
+    const char *fv = strstr(rec, "\"final_val_loss\":");
+    assert_non_null(fv);
+    const double own = atof(fv + strlen("\"final_val_loss\":"));
+    free(rec);
+    assert_int_equal(run(out, sizeof out, "%s eval --checkpoint %s/run%d/ckpt/step_00000200 --data %s/data --batches 8 --batch 8 --recipe %s",
+                         cli, work, i, work, recipe[i]), 0);
+    l = strstr(out, "loss ");
+    assert_non_null(l);
+    if (!(fabs(atof(l + 5) - own) <= 5e-7)) fail_msg("%s: eval gives %s, the run %.9f", recipe[i], l + 5, own);
+  }
   /* The same seed gives the same text, which continues the prompt. */
   const char *fmt = "%s sample --checkpoint %s --tokenizer bytes --prompt 'Fellow citizens' --tokens 40 --seed 7";
   assert_int_equal(run(out, sizeof out, fmt, cli, ckpt), 0);

@@ -20,7 +20,10 @@ UFP4_API_BEGIN
 
 /* The checkpoint folder `dir` (config.json + model.safetensors) as a model for batches of `batch`
  * sequences, its GEMMs under the recipe `recipe_spec` (recipe.h's spelling, e.g. "fp32").
- * *out is NULL on failure. */
+ * A recipe's random RHT signs are drawn from the seed of the run that wrote the checkpoint (the
+ * trainer metadata of its optimizer.safetensors), as in training, so the run's own recipe
+ * computes what the run computed (its validation loss, bit for bit); from 0 for a folder without
+ * that file (an exported or converted model). *out is NULL on failure. */
 int ufp4_model_load(const char *dir, const char *recipe_spec, int batch, ufp4_model **out);
 
 /* `data` names a validation shard: a path ending in ".tok", or else a folder holding val.tok.

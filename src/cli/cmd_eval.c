@@ -13,7 +13,8 @@ static void usage(FILE *out) {
       "Mean next-token cross-entropy (nats) and perplexity of the checkpoint DIR (a folder with\n"
       "config.json and model.safetensors) over the first N batches of B x seq_len windows of SHARD,\n"
       "in shard order. SHARD is a .tok file, or a folder holding val.tok. --recipe runs the forward\n"
-      "under a recipe (default fp32).\n");
+      "under a recipe (default fp32); its random RHT signs come from the seed of the run that wrote\n"
+      "DIR, as in training, so a run's own recipe and --eval-batches give its own validation loss.\n");
 }
 
 typedef struct {

@@ -1,31 +1,62 @@
 /* Checkpoint folders put to use: model_io.h. */
 #include "ufp4/model_io.h"
 
+#include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "training/model_io_internal.h"
 #include "ufp4/checkpoint.h"
 #include "ufp4/error.h"
 #include "ufp4/recipe.h"
+#include "ufp4/safetensors.h"
 #include "ufp4/tokenizer.h"
 #include "ufp4/train.h"
+
+/* The seed of the run that wrote checkpoint `dir`, from the trainer metadata of its
+ * optimizer.safetensors (checkpoint_schedule.c writes it; the schema keeps seeds <= 2^53, exact in
+ * a JSON number). A folder without that file, an exported or converted model, has none: 0. */
+static int checkpoint_seed(const char *dir, uint64_t *seed) {
+  *seed = 0;
+  char path[4200];
+  if (snprintf(path, sizeof path, "%s/optimizer.safetensors", dir) >= (int)sizeof path)
+    return ufp4_fail(UFP4_EINVAL, "%s: path too long", dir);
+  if (access(path, F_OK)) return 0;
+  ufp4_st *st;
+  int rc = ufp4_st_open(path, &st);
+  if (rc) return rc;
+  const char *meta = ufp4_st_meta_get(st, "trainer");
+  cJSON *j = meta ? cJSON_Parse(meta) : NULL;
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "seed");
+  if (!cJSON_IsNumber(v) || !(v->valuedouble >= 0 && v->valuedouble <= 9007199254740992.0) ||
+      v->valuedouble != floor(v->valuedouble))
+    rc = ufp4_fail(UFP4_EFORMAT, "%s: its trainer metadata records no seed (a non-negative integer)", path);
+  else
+    *seed = (uint64_t)v->valuedouble;
+  cJSON_Delete(j);
+  ufp4_st_close(st);
+  return rc;
+}
 
 int ufp4_model_load(const char *dir, const char *recipe_spec, int batch, ufp4_model **out) {
   *out = NULL;
   ufp4_model_config c;
   ufp4_recipe r;
   ufp4_model *m;
+  uint64_t seed;
   int rc = ufp4_recipe_parse(recipe_spec, &r);
   if (!rc) rc = ufp4_checkpoint_config(dir, &c);
+  if (!rc) rc = checkpoint_seed(dir, &seed);
   if (!rc) rc = ufp4_model_create(&m, &c, batch);
   if (rc) return rc;
   if ((rc = ufp4_checkpoint_load_params(dir, m))) {
     ufp4_model_free(m);
     return rc;
   }
-  ufp4_model_set_recipe(m, &r, 0);
+  ufp4_model_set_recipe(m, &r, seed);
   *out = m;
   return 0;
 }
