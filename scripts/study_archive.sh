@@ -25,6 +25,19 @@
 #       SEEDS  the study's final number of seeds, as passed to scripts/study.sh (default 24, the
 #              cap: seeds are then packed in pairs only); with an odd SEEDS the last seed is
 #              packed alone once it is finished at that depth
+#
+# The follow-ups' runs (scripts/study_followup.sh) are packed the same way into their own folder,
+# with the environment naming what differs (scripts/study_pipeline.sh sets them):
+#   ARCHIVE_DEST     the folder of the archives (default results/study)
+#   ARCHIVE_RECIPES  the run folders a seed pair must have finished (default the study's seven)
+#   ARCHIVE_DEPTHS   the depths (default 2 4 8 16)
+#   ARCHIVE_DRIFT    1 (default): the study's drift rule above; 0: no drift measurements
+#   ARCHIVE_SKIP_COPIES  1: a run that scripts/copy_runs.py copied in (listed in
+#                    L<L>/copied_runs.txt) is left out: its own archive brings it back (default 0)
+#   ARCHIVE_GATE     a folder whose L<L>/runs/<recipe>/seed<s> must also exist for each run of a
+#                    pair (the schedule's runs wait for their evaluation: eval-q, whose runs are
+#                    packed along with them into gate-L<L>-seeds<a>-<b>.tar.xz, since the
+#                    checkpoint it reads is not packed; scripts/study_restore.sh unpacks both)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-reports/study}
@@ -41,14 +54,28 @@ if ((seeds % 2)) && compgen -G "$out/L*/runs/*/seed$((seeds + 1))" >/dev/null; t
     "SEEDS must be the study's final number of seeds" >&2
   exit 2
 fi
-dest=results/study
-recipes=(fp32 bf16 e2m1 ufp4 nvfp4 e2m1_scale_nvfp4 e2m1_tile2d_1)
+dest=${ARCHIVE_DEST:-results/study}
+read -r -a recipes <<<"${ARCHIVE_RECIPES-fp32 bf16 e2m1 ufp4 nvfp4 e2m1_scale_nvfp4 e2m1_tile2d_1}"
+read -r -a depths <<<"${ARCHIVE_DEPTHS-2 4 8 16}"
+drift=${ARCHIVE_DRIFT:-1}
+gate=${ARCHIVE_GATE:-}
+skip_copies=${ARCHIVE_SKIP_COPIES:-0}
+abs_out=$(cd "$out" 2>/dev/null && pwd) || abs_out=$out
+# Whether run folder $2 (relative to OUT) is a copy listed in OUT/L$1/copied_runs.txt, whose lines
+# end "-> DESTINATION" (copy_runs.py writes absolute paths).
+copied() { [[ -f $out/L$1/copied_runs.txt ]] && awk -v p="$abs_out/$2" '$NF == p { f = 1 } END { exit !f }' "$out/L$1/copied_runs.txt"; }
+if ((${#recipes[@]} == 0 || ${#depths[@]} == 0)) || [[ $drift != [01] || $skip_copies != [01] ]] ||
+  [[ -n $gate && ! -d $gate ]]; then
+  echo "study_archive.sh: ARCHIVE_RECIPES and ARCHIVE_DEPTHS must be non-empty, ARCHIVE_DRIFT and" \
+    "ARCHIVE_SKIP_COPIES 0 or 1, ARCHIVE_GATE a folder" >&2
+  exit 2
+fi
 mkdir -p "$dest"
 finished() { [[ -f $1/run.json ]] && grep -q '"state":[[:space:]]*"finished"' "$1/run.json"; }
 # drift.json is written before the plots, and drift.log (stdout) only when ufp4 drift exits.
 drift_done() { [[ -f $1/drift.json ]] && grep -q 'drift_backward\.svg' "$1/drift.log" 2>/dev/null; }
 made=0
-for L in 2 4 8 16; do
+for L in "${depths[@]}"; do
   for ((a = 1; a <= seeds; a += 2)); do
     b=$((a + 1))
     file=$dest/L$L-seeds$a-$b.tar.xz
@@ -58,19 +85,34 @@ for L in 2 4 8 16; do
       pair=($a)
     fi
     [[ -f $file ]] && continue
-    if ((L == 16)); then
+    if ((L == 16 && drift)); then
       for s in "${pair[@]}"; do drift_done "$out/drift/seed$s" || continue 2; done
     fi
     dirs=()
+    gated=()
     for r in "${recipes[@]}"; do
       for s in "${pair[@]}"; do
         d=L$L/runs/$r/seed$s
         finished "$out/$d" || continue 3
+        ((skip_copies)) && copied "$L" "$d" && continue
         dirs+=("$d")
+        if [[ -n $gate ]]; then
+          [[ -d $gate/$d ]] || continue 3
+          gated+=("$d")
+        fi
       done
     done
+    if ((${#dirs[@]} == 0)); then # every run of the pair is a copy: nothing of its own to keep
+      continue
+    fi
     tar -C "$out" --exclude=ckpt --sort=name --owner=0 --group=0 --mtime='2026-01-01 00:00Z' \
       -cf - "${dirs[@]}" | xz -9 > "$file.tmp"
+    if ((${#gated[@]})); then # gate-L<L>-seeds<a>-<b>.tar.xz, before the pair's own archive
+      gfile=$dest/gate-${file##*/}
+      tar -C "$gate" --sort=name --owner=0 --group=0 --mtime='2026-01-01 00:00Z' \
+        -cf - "${gated[@]}" | xz -9 > "$gfile.tmp"
+      mv "$gfile.tmp" "$gfile"
+    fi
     mv "$file.tmp" "$file"
     echo "packed $file"
     made=$((made + 1))
@@ -101,7 +143,7 @@ for d in "$out"/L*/runs/*/seed*; do
   [[ $s =~ ^[0-9]+$ ]] && ((10#$s > top)) && top=$((10#$s))
 done
 if ((top % 2 && top < seeds)); then
-  for r in "${recipes[@]}"; do finished "$out/L16/runs/$r/seed$top" || top=0; done
+  for r in "${recipes[@]}"; do finished "$out/L${depths[-1]}/runs/$r/seed$top" || top=0; done
   if ((top)); then
     echo "study_archive: seed $top has no pair; if $top is the study's final n, run: $0 $out $top"
   fi

@@ -2,9 +2,10 @@
 # The two comparisons of docs/RESULTS.md that are made at the depth study's design and reuse its
 # runs, run in sittings like scripts/study.sh:
 #
-#   scripts/study_followup.sh fos            Four Over Six (section 5): at L = 2, 4, 8 and 16, the
+#   scripts/study_followup.sh fos [N]        Four Over Six (section 5): at L = 2, 4, 8 and 16, the
 #                                            recipes e2m1, e2m1-4over6, nvfp4, nvfp4-4over6 and
-#                                            ufp4 over seeds 1-12, into reports/fos/L<L>
+#                                            ufp4 over seeds 1-12 (1-N: a sitting's part, N <= 12),
+#                                            into reports/fos/L<L>
 #   scripts/study_followup.sh schedule L N   a final BF16 phase (section 4): at depth L, e2m1, ufp4
 #                                            and nvfp4 each alone and with bf16 for the last 10% of
 #                                            the steps, seeds 1-N, into reports/schedule/L<L>
@@ -28,7 +29,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 usage() {
-  echo "usage: scripts/study_followup.sh fos | schedule L N   (docs/RESULTS.md sections 4 and 5)" >&2
+  echo "usage: scripts/study_followup.sh fos [N] | schedule L N   (docs/RESULTS.md sections 4 and 5)" >&2
   exit 2
 }
 mode=${1:-}
@@ -44,7 +45,11 @@ flags=(--steps 2000 --d-model 64 --heads 4 --ffn 192 --seq-len 128 --batch 8 --l
 reused=bf16,fp32,e2m1,nvfp4,ufp4
 
 case "$mode" in
-  fos) [[ $# -eq 1 ]] || usage; depths=(2 4 8 16); seeds=12 ;;
+  fos)
+    [[ $# -eq 1 || ($# -eq 2 && "$2" =~ ^[0-9]+$) ]] || usage
+    depths=(2 4 8 16); seeds=$((10#${2:-12}))
+    ((seeds >= 1 && seeds <= 12)) || { echo "study_followup.sh: fos N must be 1..12 (the registered 12 seeds), not $2" >&2; exit 2; }
+    ;;
   schedule)
     [[ $# -eq 3 && "$2" =~ ^(2|4|8|16)$ && "$3" =~ ^[0-9]+$ ]] || usage
     depths=("$2"); seeds=$((10#$3))

@@ -7,22 +7,37 @@
 # metrics.jsonl are packed; checkpoints are not, and a finished run needs none) and skips them.
 # Nothing is read or printed but file names: the study stays blinded (docs/STUDY.md, section 6).
 #
-#   scripts/study_restore.sh [OUT]     OUT = the study folder (default reports/study)
+#   scripts/study_restore.sh [OUT [SRC [GATE_OUT]]]
+#       OUT       the study folder (default reports/study)
+#       SRC       the folder of the archives (default results/study; a follow-up's, e.g.
+#                 results/fos, for its runs: scripts/study_pipeline.sh)
+#       GATE_OUT  where SRC's gate-L<L>-seeds<a>-<b>.tar.xz go (scripts/study_archive.sh's
+#                 ARCHIVE_GATE: the schedule's evaluations); without it they are left packed
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-reports/study}
-src=results/study
-mkdir -p "$out"
+src=${2:-results/study}
+gate_out=${3:-}
 made=0
-for f in "$src"/L*-seed*.tar.xz "$src"/drift-seed*.tar.xz; do
-  [[ -f $f ]] || continue
-  missing=()
+# Unpacks the run and drift folders of archive $1 that folder $2 lacks.
+unpack() {
+  local f=$1 top=$2 d missing=()
+  mkdir -p "$top"
   while read -r d; do
-    [[ -e "$out/$d" ]] || missing+=("$d")
+    [[ -e "$top/$d" ]] || missing+=("$d")
   done < <(tar -tJf "$f" | sed -nE 's#^(L[0-9]+/runs/[^/]+/seed[0-9]+|drift/seed[0-9]+)(/.*)?$#\1#p' | sort -u)
-  ((${#missing[@]})) || continue
-  tar -C "$out" -xJf "$f" "${missing[@]}"
+  ((${#missing[@]})) || return 0
+  tar -C "$top" -xJf "$f" "${missing[@]}"
   echo "restored ${#missing[@]} folder(s) from $f"
   made=$((made + 1))
+}
+mkdir -p "$out"
+for f in "$src"/L*-seed*.tar.xz "$src"/drift-seed*.tar.xz; do
+  if [[ -f $f ]]; then unpack "$f" "$out"; fi
 done
-echo "study_restore: $made archive(s) unpacked into $out"
+if [[ -n $gate_out ]]; then
+  for f in "$src"/gate-L*-seed*.tar.xz; do
+    if [[ -f $f ]]; then unpack "$f" "$gate_out"; fi
+  done
+fi
+echo "study_restore: $made archive(s) unpacked into $out${gate_out:+ and $gate_out}"

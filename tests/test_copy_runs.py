@@ -178,6 +178,7 @@ def test_followup_flags_and_guard():
         env = dict(os.environ, STUDY_OUT=os.path.join(tmp, "study"), STUDY_FINAL=os.path.join(tmp, "final"))
         for args, what in ((["fos"], "final/analysis.json: these reports"), (["schedule", "16", "12"], "final/analysis.json: these reports"),
                            (["schedule", "3", "12"], "usage"), (["schedule", "16", "1"], "N must be"),
+                           (["fos", "13"], "fos N must be"), (["fos", "x"], "usage"),
                            (["nothing"], "usage"), ([], "usage")):
             p = subprocess.run(["bash", FOLLOWUP, *args], capture_output=True, text=True, env=env)
             check(p.returncode == 2 and what in p.stderr, "%s: exit %d, stderr %s" % (args, p.returncode, p.stderr))
@@ -256,6 +257,13 @@ def test_followup_end_to_end():
             if got:
                 check(len(os.listdir(os.path.join(runs, "e2m1"))) == 12, "fos L=%d: not 12 e2m1 seeds" % depth)
         os.remove(log)
+        p = subprocess.run(["bash", "scripts/study_followup.sh", "fos", "2"], cwd=tmp, capture_output=True, text=True,
+                           env=env)
+        calls = open(log).read().splitlines() if os.path.exists(log) else []
+        check(p.returncode == 0 and len(calls) == 4 and all(" --seed 1 --seeds 2 " in c for c in calls),
+              "fos 2: exit %d, calls %s" % (p.returncode, calls))
+        if os.path.exists(log):
+            os.remove(log)
         p = subprocess.run(["bash", "scripts/study_followup.sh", "schedule", "16", "13"], cwd=tmp,
                            capture_output=True, text=True, env=env)
         out = p.stdout + p.stderr

@@ -180,5 +180,59 @@ def depth16_waits_for_drift():
               "SEEDS 3 packed seed 3 before its drift: %s (%s)" % (sorted(os.listdir(dest)), text))
 
 
+def followup_with_gate():
+    """A follow-up's runs (the schedule's): another archive folder, recipes and depth, no drift;
+    a pair waits until its runs are evaluated (ARCHIVE_GATE), then the evaluations are packed into
+    gate-L16-seeds1-2.tar.xz; restore with SRC and GATE_OUT brings both back where they were.
+    A bad setting is refused with exit 2."""
+    with tempfile.TemporaryDirectory() as tmp:
+        os.makedirs(os.path.join(tmp, "scripts"))
+        for name in ("study_archive.sh", "study_restore.sh"):
+            shutil.copy(os.path.join(SRC, "scripts", name), os.path.join(tmp, "scripts", name))
+        out, ev, dest = (os.path.join(tmp, *x) for x in (("sched",), ("sched", "eval-q"), ("results", "sched")))
+        sched = ["e2m1_0_bf16_0.9", "ufp4_0_bf16_0.9"]
+        for r in sched:
+            for s in (1, 2):
+                make_run(out, 16, r, s)
+        os.makedirs(ev)
+        env = dict(os.environ, ARCHIVE_DEST=dest, ARCHIVE_RECIPES=" ".join(sched), ARCHIVE_DEPTHS="16",
+                   ARCHIVE_DRIFT="0", ARCHIVE_GATE=ev)
+
+        def archive(**over):
+            p = subprocess.run(["bash", os.path.join(tmp, "scripts", "study_archive.sh"), out, "2"],
+                               capture_output=True, text=True, env=dict(env, **over), cwd=tmp)
+            return p.returncode, p.stdout + p.stderr
+
+        rc, text = archive()
+        check(rc == 0 and not os.listdir(dest), "packed before the evaluations: %s (%s)" % (os.listdir(dest), text))
+        for r in sched:
+            for s in (1, 2):
+                d = os.path.join(ev, "L16", "runs", r, "seed%d" % s)
+                os.makedirs(d)
+                with open(os.path.join(d, "eval.json"), "w") as f:
+                    f.write('{"commit": "c"}')
+        rc, text = archive()
+        got = sorted(os.listdir(dest))
+        check(rc == 0 and got == ["L16-seeds1-2.tar.xz", "gate-L16-seeds1-2.tar.xz"], "packed %s (%s)" % (got, text))
+        if len(got) == 2:
+            with tarfile.open(os.path.join(dest, "L16-seeds1-2.tar.xz")) as t:
+                runs = sorted(n for n in t.getnames() if n.endswith("/run.json"))
+            check(len(runs) == 4 and all(any(r in n for r in sched) for n in runs), "runs packed: %s" % runs)
+            with tarfile.open(os.path.join(dest, "gate-L16-seeds1-2.tar.xz")) as t:
+                evals = sorted(n for n in t.getnames() if n.endswith("/eval.json"))
+            check(len(evals) == 4, "evaluations packed: %s" % evals)
+        shutil.rmtree(out)
+        p = subprocess.run(["bash", os.path.join(tmp, "scripts", "study_restore.sh"), out, dest, ev], capture_output=True,
+                           text=True, cwd=tmp)
+        check(p.returncode == 0 and "restored 4 folder(s)" in p.stdout, "restore: %s" % (p.stdout + p.stderr))
+        for r in sched:
+            for s in (1, 2):
+                check(os.path.isfile(os.path.join(out, "L16", "runs", r, "seed%d" % s, "run.json")), "run %s %d back" % (r, s))
+                check(os.path.isfile(os.path.join(ev, "L16", "runs", r, "seed%d" % s, "eval.json")), "eval %s %d back" % (r, s))
+        for bad in ({"ARCHIVE_DRIFT": "2"}, {"ARCHIVE_RECIPES": ""}, {"ARCHIVE_GATE": os.path.join(tmp, "none")}):
+            rc, text = archive(**bad)
+            check(rc == 2 and "ARCHIVE_" in text, "%s: exit %d %s" % (bad, rc, text))
+
+
 if __name__ == "__main__":
-    finish("test_study_archive", main, depth16_waits_for_drift)
+    finish("test_study_archive", main, depth16_waits_for_drift, followup_with_gate)

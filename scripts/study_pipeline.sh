@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# Every registered step of the depth study and of its two follow-ups, in order, from wherever the
+# last sitting stopped: one command to start again after a machine stops.
+#
+#   nohup scripts/study_pipeline.sh > reports/pipeline.log 2>&1 &
+#
+# Each step is fixed in advance by docs/STUDY.md (sections 5, 6 and 9) or docs/RESULTS.md
+# (sections 4 and 5); the script decides nothing that those documents leave open, and a step whose
+# output exists is skipped, so calling it again goes on where it stopped:
+#   1. stage 1: scripts/study.sh 12 (seeds 1-12 at every depth, and their drift measurements);
+#   2. the stage-2 look (`ufp4 study --sd-only --seeds 12`, the sd alone): n = its n_needed, which
+#      `ufp4 study` has already bounded to 12..24 (STUDY.md section 5);
+#   3. stage 2: scripts/study.sh n, when n > 12;
+#   4. the final analysis at n, with the drift measurements and the secondary recipes;
+#   5. Four Over Six: scripts/study_followup.sh fos, then its registered analysis (RESULTS.md 5);
+#   6. the final BF16 phase: L and N by scripts/schedule_design.py, scripts/study_followup.sh
+#      schedule L N, its two registered analyses, the fixed-precision evaluation of the
+#      scheduled runs under their own 4-bit recipe (scripts/eval_runs.py, RESULTS.md 4's
+#      amendment) and the recovery analysis on it.
+# After each training call scripts/study_archive.sh packs the finished seed pairs for git
+# (results/study, results/fos, results/schedule), and each step first gets back what is packed.
+# Committing them, and reading and reporting the results, stay with the people running it.
+#
+# Blinding: no step before 4 shows a result. Stage 1 and 2 write compare's interim tables to files
+# that are not read (scripts/study.sh), and the stage-2 look prints only the sd and the seeds it
+# asks for. From step 4 on the log shows results: the registered n has been reached.
+#
+# The analyses and the schedule's evaluations run build/ufp4, built here from the working tree
+# (the analysis code; the runs are all made by the study's binary, .study/build/ufp4); each
+# analysis.json and eval.json records its commit.
+#
+# Environment: STUDY_OUT (default reports/study); STUDY_ANALYSIS (the analysis binary, default
+# build/ufp4, which is then built first; tests/test_study_pipeline.py gives a stand-in); and those
+# of scripts/study.sh and scripts/study_followup.sh, which it calls.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=${STUDY_OUT:-reports/study}
+export STUDY_OUT=$out
+ufp4=${STUDY_ANALYSIS:-build/ufp4}
+
+step() { echo "== $(date -u +%FT%TZ) pipeline: $*"; }
+depths() { # --depth L=DIR for L = 2, 4, 8, 16 under folder $1
+  local L
+  for L in 2 4 8 16; do printf -- '--depth %s=%s/L%s ' "$L" "$1" "$L"; done
+}
+json_int() { # the integer at a path of keys in a JSON file, or exit 2 naming the file
+  python3 - "$@" <<'EOF'
+import json, sys
+path, keys = sys.argv[1], sys.argv[2:]
+try:
+    with open(path) as f:
+        v = json.load(f)
+    for k in keys:
+        v = v[k]
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise TypeError("not an integer")
+except (OSError, ValueError, KeyError, TypeError) as e:
+    sys.exit("study_pipeline.sh: %s: no integer at %s (%s)" % (path, "/".join(keys), e))
+print(v)
+EOF
+}
+
+if [[ -z ${STUDY_ANALYSIS:-} ]]; then
+  step "building the analysis binary ($ufp4)"
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build build -j"$(nproc)" --target ufp4 ufp4_shared >/dev/null # libufp4.so: schedule_design.py
+fi
+"$ufp4" version
+
+# 1-3. The study's runs: stage 1, the look, stage 2.
+if [[ ! -f $out/stage2/stage2.json ]]; then
+  step "stage 1"
+  scripts/study.sh 12
+  scripts/study_archive.sh "$out" 12
+  step "the stage-2 look (the sd of H1's statistic only)"
+  # shellcheck disable=SC2046 # depths() is a list of words
+  "$ufp4" study --sd-only --seeds 12 --out "$out/stage2" $(depths "$out")
+fi
+n=$(json_int "$out/stage2/stage2.json" stage2 n_needed)
+if ((n < 12 || n > 24)); then
+  echo "study_pipeline.sh: $out/stage2/stage2.json asks for $n seeds, outside 12..24" >&2
+  exit 2
+fi
+step "the study's n is $n"
+if [[ ! -f $out/final/analysis.json ]]; then
+  if ((n > 12)); then
+    step "stage 2: seeds 13..$n"
+    scripts/study.sh "$n"
+  fi
+  scripts/study_archive.sh "$out" "$n"
+  # 4. The final analysis (STUDY.md section 9; the secondaries of section 4).
+  step "the final analysis"
+  # shellcheck disable=SC2046
+  "$ufp4" study --seeds "$n" --out "$out/final" $(depths "$out") --drift "$out/drift" \
+    --secondary nvfp4 --secondary 'e2m1,scale=nvfp4' --secondary 'e2m1,tile2d=1'
+fi
+
+# 5. Four Over Six (RESULTS.md section 5), two seeds a call so that a sitting's finished pairs are
+#    packed (results/fos) and a fresh machine gets them back.
+fos_archive() {
+  ARCHIVE_DEST=results/fos ARCHIVE_RECIPES="e2m1-4over6 nvfp4-4over6" ARCHIVE_DRIFT=0 \
+    scripts/study_archive.sh reports/fos 12
+}
+if [[ ! -f reports/fos/analysis/analysis.json ]]; then
+  scripts/study_restore.sh reports/fos results/fos
+  for n in 2 4 6 8 10 12; do
+    step "Four Over Six: seeds 1..$n"
+    scripts/study_followup.sh fos "$n"
+    fos_archive
+  done
+  step "Four Over Six: the analysis"
+  # shellcheck disable=SC2046
+  "$ufp4" study --out reports/fos/analysis --seeds 12 $(depths reports/fos) \
+    --secondary 'e2m1-4over6 vs e2m1' --secondary 'nvfp4-4over6 vs nvfp4' \
+    --secondary 'e2m1-4over6 vs ufp4' --secondary 'nvfp4-4over6 vs ufp4'
+fi
+
+# 6. The final BF16 phase (RESULTS.md section 4, with its amendment of 2026-12-02: the scheduled
+#    runs evaluated again under their own 4-bit recipe). Two seeds a call; after each, the new
+#    runs are evaluated while their checkpoints exist (this machine), and a pair is packed only
+#    once evaluated (ARCHIVE_GATE), evaluations included: archives hold no checkpoints.
+design=$(scripts/schedule_design.py "$out/final/analysis.json")
+echo "$design"
+read -r L N < <(tail -n 1 <<<"$design" | sed -n 's/^scripts\/study_followup\.sh schedule \([0-9]*\) \([0-9]*\)$/\1 \2/p')
+if [[ -z "${L:-}" || -z "${N:-}" ]]; then
+  echo "study_pipeline.sh: scripts/schedule_design.py named no design" >&2
+  exit 2
+fi
+sched=reports/schedule
+ev=$sched/eval-q
+# Packed: the runs trained here, the scheduled ones and, for seeds beyond the study's n, the others
+# (ARCHIVE_SKIP_COPIES: a copy of a study run comes back from the study's archives).
+packed="bf16 fp32 e2m1 ufp4 nvfp4 e2m1_0_bf16_0.9 ufp4_0_bf16_0.9 nvfp4_0_bf16_0.9"
+recovery=(--secondary 'e2m1 vs e2m1@0,bf16@0.9' --secondary 'ufp4 vs ufp4@0,bf16@0.9'
+  --secondary 'nvfp4 vs nvfp4@0,bf16@0.9')
+gaps=(--secondary 'e2m1 vs bf16' --secondary 'ufp4 vs bf16' --secondary 'nvfp4 vs bf16')
+# Evaluates the scheduled runs of seeds 1..$1 that have not been; exit 3 (a run not finished, or
+# without a checkpoint) is an error only when $2 says every run must be there.
+evaluate() {
+  local q rc
+  scripts/copy_runs.py "$sched/L$L" "$ev/L$L" --runs bf16,fp32,e2m1,ufp4,nvfp4 --seeds "$1" || (($? == 3 && !$2))
+  for q in e2m1 ufp4 nvfp4; do
+    rc=0
+    scripts/eval_runs.py "$sched/L$L" "$ev/L$L" --step 2000 --seeds "$1" --runs "${q}_0_bf16_0.9" \
+      --binary "$ufp4" --recipe "$q" || rc=$?
+    ((rc == 0 || (rc == 3 && !$2))) || return "$rc"
+  done
+}
+if [[ ! -f $ev/analysis/analysis.json ]]; then
+  scripts/study_restore.sh "$sched" results/schedule "$ev"
+  for ((n = 2; n <= N + 1; n += 2)); do
+    ((n > N)) && n=$N
+    step "the final BF16 phase: L = $L, seeds 1..$n"
+    scripts/study_followup.sh schedule "$L" "$n"
+    evaluate "$n" 0
+    ARCHIVE_DEST=results/schedule ARCHIVE_RECIPES="$packed" ARCHIVE_DEPTHS=$L ARCHIVE_DRIFT=0 ARCHIVE_SKIP_COPIES=1 ARCHIVE_GATE=$ev \
+      scripts/study_archive.sh "$sched" "$N"
+  done
+  evaluate "$N" 1
+  step "the final BF16 phase: the analyses"
+  "$ufp4" study --out "$sched/analysis" --seeds "$N" --depth "$L=$sched/L$L" "${recovery[@]}"
+  "$ufp4" study --out "$sched/gaps" --seeds "$N" --depth "$L=$sched/L$L" "${gaps[@]}"
+  "$ufp4" study --out "$ev/analysis" --seeds "$N" --depth "$L=$ev/L$L" "${recovery[@]}"
+fi
+step "done: $out/final, reports/fos/analysis, $sched/analysis, $sched/gaps, $ev/analysis"

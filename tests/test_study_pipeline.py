@@ -1,0 +1,192 @@
+#!/usr/bin/env python3
+"""scripts/study_pipeline.sh end to end in a scratch tree, with stand-ins for the study's binary
+(compare, drift: run folders with a checkpoint, as the real one leaves them) and for the analysis
+binary (study: stage2.json and analysis.json; eval: a loss line), and the real scripts it calls.
+
+Checked: the steps run in the registered order and with their registered arguments (stage 1 in
+seed pairs to 12, the look, stage 2 to the n the look asks for, the final analysis with the drift
+and the three secondaries, Four Over Six in pairs to 12 and its analysis, the schedule at the L and
+N that scripts/schedule_design.py gives, its three analyses); every scheduled run is evaluated
+under its own 4-bit recipe by the analysis binary; the follow-ups' runs are packed in
+results/fos and results/schedule (the schedule's with their evaluations, and without the copies
+of the study's runs, which its own archives bring back); a second call trains
+and evaluates nothing; and on a fresh machine (reports/ and .study/ gone) a third call gets
+everything back from results/ and again trains and evaluates nothing.
+
+    test_study_pipeline.py LIBUFP4     (schedule_design.py calls ufp4_paired_n through it)"""
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from py_checks import check, finish  # noqa: E402
+
+SRC = os.environ.get("UFP4_SOURCE_DIR", os.path.join(os.path.dirname(__file__), ".."))
+LIB = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(SRC, "build", "libufp4.so"))
+SCRIPTS = ("study_pipeline.sh", "study.sh", "study_archive.sh", "study_restore.sh", "study_followup.sh",
+           "copy_runs.py", "schedule_design.py", "eval_runs.py")
+STAGE2_N = 14  # what the stand-in's look asks for: one stage-2 pair
+
+# The stand-in for both binaries. Its commit is the study's (the first argument of the stub's
+# creation), so study.sh and study_followup.sh take it as the study's binary. Every call is logged.
+STUB = r'''#!/usr/bin/env python3
+import json, os, re, sys
+here = os.path.dirname(os.path.abspath(__file__))
+args = sys.argv[1:]
+def opt(name, default=None):
+    return args[args.index(name) + 1] if name in args else default
+if args[0] == "version":
+    print("ufp4 0.1.0 commit %(commit)s (OpenBLAS kernels: Haswell)")
+    sys.exit(0)
+with open(os.path.join(here, "calls.log"), "a") as f:
+    f.write(" ".join(args) + "\n")
+if args[0] == "compare":
+    out, n = opt("--out"), int(opt("--seeds"))
+    names = ["bf16", "fp32"] + [re.sub(r"[^A-Za-z0-9.-]", "_", r) for r in opt("--recipes").split(";")]
+    for name in names:
+        for s in range(1, n + 1):
+            d = os.path.join(out, "runs", name, "seed%%d" %% s)
+            rec = os.path.join(d, "run.json")
+            if os.path.exists(rec) and '"finished"' in open(rec).read():
+                continue
+            os.makedirs(os.path.join(d, "ckpt", "step_00002000"), exist_ok=True)
+            for f in ("model.safetensors", "optimizer.safetensors"):
+                open(os.path.join(d, "ckpt", "step_00002000", f), "w").close()
+            with open(os.path.join(d, "metrics.jsonl"), "w") as f:
+                f.write('{"step":2000,"loss":4.5}\n{"step":2000,"val_loss":4.6}\n')
+            with open(rec, "w") as f:
+                f.write('{"commit": "%(commit)s", "state": "finished"}')
+            with open(os.path.join(here, "trained.log"), "a") as f:
+                f.write(d + "\n")
+elif args[0] == "drift":
+    out = opt("--out")
+    with open(os.path.join(out, "drift.json"), "w") as f:
+        f.write("{}")
+    print(out + "/drift_backward.svg")
+elif args[0] == "eval":
+    with open(os.path.join(here, "evaluated.log"), "a") as f:
+        f.write(" ".join(args) + "\n")
+    print("checkpoint %%s  data x  batches 32 x 8 x 128  loss 4.612345  perplexity 100.7" %% opt("--checkpoint"))
+elif args[0] == "study":
+    out = opt("--out")
+    os.makedirs(out, exist_ok=True)
+    if "--sd-only" in args:
+        with open(os.path.join(out, "stage2.json"), "w") as f:
+            json.dump({"stage2": {"n_needed": %(stage2_n)d}}, f)
+    else:
+        n = int(opt("--seeds"))
+        rows = [{"depth": d, "rel_err": {"valid": True, "n": n, "mean": 1.0, "sd": 1.0, "p": p}}
+                for d, p in ((2, 0.001), (4, 0.01), (8, 0.02), (16, 0.2))]
+        with open(os.path.join(out, "analysis.json"), "w") as f:
+            json.dump({"power": {"n": n}, "series": [{"recipe": "e2m1", "depths": rows}]}, f)
+else:
+    sys.exit("stub: unknown command " + args[0])
+'''
+
+
+def lines(path):
+    return open(path).read().splitlines() if os.path.exists(path) else []
+
+
+def test_pipeline():
+    with open(os.path.join(SRC, "scripts", "study.sh")) as f:
+        commit = re.search(r"^STUDY_COMMIT=\$\{STUDY_COMMIT:-([0-9a-f]+)\}$", f.read(), re.M).group(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        os.makedirs(os.path.join(tmp, "scripts"))
+        for name in SCRIPTS:
+            shutil.copy(os.path.join(SRC, "scripts", name), os.path.join(tmp, "scripts", name))
+        shards = os.path.join(tmp, "data", "shards", "sotu-bpe2048")
+        os.makedirs(shards)
+        sums = ""
+        for name in ("train.tok", "val.tok"):
+            with open(os.path.join(shards, name), "wb") as f:
+                f.write(name.encode())
+            sums += "%s  %s\n" % (hashlib.sha256(name.encode()).hexdigest(), name)
+        with open(os.path.join(tmp, "scripts", "study_data.sha256"), "w") as f:
+            f.write(sums)
+        stub_dir = os.path.join(tmp, ".study", "build")
+        os.makedirs(stub_dir)
+        analysis_dir = os.path.join(tmp, "analysis-bin")
+        os.makedirs(analysis_dir)
+        for d in (stub_dir, analysis_dir):
+            with open(os.path.join(d, "ufp4"), "w") as f:
+                f.write(STUB % {"commit": commit[:12], "stage2_n": STAGE2_N})
+            os.chmod(os.path.join(d, "ufp4"), 0o755)
+        analysis_bin = os.path.join(analysis_dir, "ufp4")
+        env = dict(os.environ, STUDY_NP="1", STUDY_ANALYSIS=analysis_bin, UFP4_LIBRARY=LIB)
+        for k in ("STUDY_COMMIT", "STUDY_OUT", "STUDY_DATA", "SAME_BITS_AS"):
+            env.pop(k, None)
+
+        def pipeline():
+            p = subprocess.run(["bash", "scripts/study_pipeline.sh"], cwd=tmp, capture_output=True, text=True, env=env)
+            return p.returncode, p.stdout + p.stderr
+
+        rc, text = pipeline()
+        check(rc == 0, "pipeline: exit %d:\n%s" % (rc, text[-3000:]))
+        calls = lines(os.path.join(stub_dir, "calls.log"))
+        compares = [c for c in calls if c.startswith("compare ")]
+        study = [c for c in compares if "--out reports/study/" in c]
+        # study.sh 12, then study.sh 14 (each call starts at 2 and finds the finished seeds)
+        got = [int(re.search(r"--seeds (\d+)", c).group(1)) for c in study if "--out reports/study/L16 " in c]
+        check(got == list(range(2, 13, 2)) + list(range(2, 15, 2)), "study calls at L=16: --seeds %s" % got)
+        drifts = [c for c in calls if c.startswith("drift ")]
+        check(len(drifts) == STAGE2_N, "%d drift measurements, not %d" % (len(drifts), STAGE2_N))
+        acalls = lines(os.path.join(analysis_dir, "calls.log"))
+        studies = [c for c in acalls if c.startswith("study ")]
+        want_final = ("study --seeds 14 --out reports/study/final --depth 2=reports/study/L2 --depth 4=reports/study/L4 "
+                      "--depth 8=reports/study/L8 --depth 16=reports/study/L16 --drift reports/study/drift --secondary "
+                      "nvfp4 --secondary e2m1,scale=nvfp4 --secondary e2m1,tile2d=1")
+        check(len(studies) == 6 and studies[0].startswith("study --sd-only --seeds 12 --out reports/study/stage2 ")
+              and studies[1] == want_final, "analysis calls: %s" % studies[:2])
+        fos = [c for c in compares if "--out reports/fos/" in c]
+        check([int(re.search(r"--seeds (\d+)", c).group(1)) for c in fos if "reports/fos/L2 " in c] == [2, 4, 6, 8, 10, 12]
+              and len(fos) == 24, "fos calls: %d" % len(fos))
+        check(any(c.startswith("study --out reports/fos/analysis --seeds 12 ") and "'" not in c
+                  and "--secondary e2m1-4over6 vs e2m1" in c for c in studies), "fos analysis: %s" % studies)
+        # schedule_design: L = 8 (p 0.02; L = 16 has p 0.2), N from ufp4_paired_n(0.5, 1.0): 34, capped at 24
+        sched = [c for c in compares if "--out reports/schedule/" in c]
+        check([int(re.search(r"--seeds (\d+)", c).group(1)) for c in sched] == list(range(2, 25, 2))
+              and all("--out reports/schedule/L8 " in c for c in sched), "schedule calls: %s" % sched[:2])
+        check(sum(c.startswith("study --out reports/schedule/") for c in studies) == 3, "schedule analyses: %s" % studies)
+        evals = lines(os.path.join(analysis_dir, "evaluated.log"))
+        check(len(evals) == 3 * 24 and all(re.search(r"/runs/(\w+)_0_bf16_0\.9/seed\d+/.* --recipe \1$", e)
+                                           for e in evals), "evaluations: %d, %s" % (len(evals), evals[:2]))
+        fos_packs = sorted(os.listdir(os.path.join(tmp, "results", "fos")))
+        check(len(fos_packs) == 4 * 6, "results/fos: %s" % fos_packs)
+        sched_dir = os.path.join(tmp, "results", "schedule")
+        sched_packs = sorted(os.listdir(sched_dir)) if os.path.isdir(sched_dir) else []
+        check(len(sched_packs) == 2 * 12 and "gate-L8-seeds23-24.tar.xz" in sched_packs, "results/schedule: %s" % sched_packs)
+        # copies of the study's runs are left out (seeds 1-14); beyond the study's n all 8 are the schedule's own
+        for name, want in (("L8-seeds1-2.tar.xz", 6), ("L8-seeds13-14.tar.xz", 6), ("L8-seeds15-16.tar.xz", 16)):
+            if name in sched_packs:
+                with tarfile.open(os.path.join(sched_dir, name)) as t:
+                    runs = [n for n in t.getnames() if n.endswith("/run.json")]
+                check(len(runs) == want, "%s holds %d runs, not %d" % (name, len(runs), want))
+
+        trained = len(lines(os.path.join(stub_dir, "trained.log")))
+        rc, text = pipeline()
+        check(rc == 0 and len(lines(os.path.join(stub_dir, "trained.log"))) == trained
+              and len(lines(os.path.join(analysis_dir, "evaluated.log"))) == 3 * 24,
+              "a second call trained or evaluated again: exit %d\n%s" % (rc, text[-2000:]))
+
+        # A fresh machine: only git's files (results/) remain, and a new stand-in of the study binary.
+        shutil.rmtree(os.path.join(tmp, "reports"))
+        shutil.copy(os.path.join(stub_dir, "ufp4"), os.path.join(tmp, "ufp4.keep"))
+        shutil.rmtree(os.path.join(tmp, ".study"))
+        os.makedirs(stub_dir)
+        shutil.move(os.path.join(tmp, "ufp4.keep"), os.path.join(stub_dir, "ufp4"))
+        rc, text = pipeline()
+        check(rc == 0, "fresh machine: exit %d\n%s" % (rc, text[-3000:]))
+        check(not lines(os.path.join(stub_dir, "trained.log")), "fresh machine: trained %s"
+              % lines(os.path.join(stub_dir, "trained.log"))[:3])
+        check(len(lines(os.path.join(analysis_dir, "evaluated.log"))) == 3 * 24, "fresh machine: evaluated again")
+
+
+if __name__ == "__main__":
+    finish("test_study_pipeline", test_pipeline)
