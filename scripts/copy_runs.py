@@ -102,7 +102,7 @@ def main():
             # Recorded at once, so a call stopped later (an error, Ctrl-C) leaves no copy unlisted.
             with open(log_path, "a") as f:
                 f.write("%s %s -> %s\n" % (time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                           os.path.abspath(src), os.path.abspath(dst)))
+                                           os.path.realpath(src), os.path.realpath(dst)))
     print("copy_runs: %d copied, %d already in %s, %d not finished in %s"
           % (copied, present, a.dst, len(missing), a.src))
     for m in missing:

@@ -16,7 +16,8 @@ checkpoints out), is evaluated with
 and OUT/runs/NAME/seed<s> gets metrics.jsonl (the run's own training lines, then one evaluation
 line {"step": S, "val_loss": LOSS}: the run's own evaluations are left out), the run's own
 run.json (the binary that trained it), and eval.json (what evaluated it: the checkpoint, recipe,
-batches, data, and the commit that `B version` names), written through a temporary folder and
+batches, data, and the commit that `B version` names; a "-dirty" build is refused, and OUT's
+evaluations must all be one binary's), written through a temporary folder and
 renamed, so a folder that exists is complete. Such a folder is never evaluated again or overwritten: a
 second call goes on where the first stopped. Each evaluation is logged, with its command and commit, in
 OUT/evaluated_runs.txt as it ends. No loss is printed (a blinded comparison stays blinded).
@@ -39,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 
-COMMIT_RE = re.compile(r"\bcommit ([0-9a-f]{7,40})\b")  # `ufp4 version`: "ufp4 X.Y.Z commit HASH (...)"
+COMMIT_RE = re.compile(r"\bcommit (\S+)")  # `ufp4 version`: "ufp4 X.Y.Z commit NAME (...)", NAME as git describes
 LOSS_RE = re.compile(r"  loss (\S+)  perplexity")  # `ufp4 eval`'s line: "...  loss %.6f  perplexity %.4f"
 
 
@@ -72,7 +73,8 @@ def checkpoint(run, alt, step):
 
 
 def binary_commit(binary):
-    """The commit `binary version` names: recorded beside every loss it computes."""
+    """The commit `binary version` names: recorded beside every loss it computes. A build of a
+    tree with uncommitted changes ("-dirty" in the name) is refused: its code is nowhere."""
     try:
         p = subprocess.run([binary, "version"], capture_output=True, text=True)
     except OSError as e:
@@ -80,7 +82,28 @@ def binary_commit(binary):
     m = COMMIT_RE.search(p.stdout) if p.returncode == 0 else None
     if not m:
         fail("%s: `version` names no commit (exit %d: %s)" % (binary, p.returncode, (p.stdout + p.stderr).strip()))
+    if "dirty" in m.group(1):
+        fail("%s: built from a tree with uncommitted changes (%s); commit, rebuild, then evaluate" % (binary, m.group(1)))
     return m.group(1)
+
+
+def folder_commit(out):
+    """The commit of the evaluations OUT already holds (None when none): one folder, one binary."""
+    seen = set()
+    runs = os.path.join(out, "runs")
+    for name in sorted(os.listdir(runs)) if os.path.isdir(runs) else []:
+        for seed in sorted(os.listdir(os.path.join(runs, name))):
+            path = os.path.join(runs, name, seed, "eval.json")
+            if not os.path.exists(path):
+                continue  # a copied run, evaluated by its own training
+            try:
+                with open(path) as f:
+                    seen.add(json.load(f)["commit"])
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                fail("%s: cannot be read as an evaluation record (%s)" % (path, e))
+    if len(seen) > 1:
+        fail("%s holds evaluations by %d binaries (%s)" % (out, len(seen), ", ".join(sorted(seen))))
+    return seen.pop() if seen else None
 
 
 def evaluate(args, ckpt):
@@ -161,6 +184,9 @@ def main():
     if not os.access(args.binary, os.X_OK):
         fail("%s: not an executable ufp4" % args.binary)
     commit = binary_commit(args.binary)
+    earlier = folder_commit(args.out)
+    if earlier and earlier != commit:
+        fail("%s holds evaluations by %s; %s is %s: one folder, one binary" % (args.out, earlier, args.binary, commit))
     log_path = os.path.join(args.out, "evaluated_runs.txt")
     os.makedirs(args.out, exist_ok=True)
     missing = []

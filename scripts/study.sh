@@ -31,6 +31,9 @@
 # A machine without the study folder (a fresh clone) first gets the packed runs of results/study/
 # back (scripts/study_restore.sh): compare then finds them finished and goes on from there.
 #
+# After each seed pair, scripts/study_archive.sh OUT SEEDS packs what has finished (STUDY_ARCHIVE=0:
+# not). STUDY_BUILD_ONLY=1 builds the binary, restores the packed runs and stops.
+#
 # Environment: STUDY_NP (ranks; 1 = no mpirun, OpenMP threads instead), STUDY_OUT (default
 # reports/study), STUDY_DATA (default data/shards/sotu-bpe2048, which `make run` prepares),
 # STUDY_COMMIT (the study's binary; below), SAME_BITS_AS (below; set and empty: no
@@ -78,6 +81,9 @@ if [[ ! -x "$bin" ]] || ! "$bin" version | grep -q "commit ${STUDY_COMMIT:0:12}"
 fi
 "$bin" version
 scripts/study_restore.sh "$out"
+if [[ ${STUDY_BUILD_ONLY:-0} == 1 ]]; then # the binary and the restored runs only (study_pipeline.sh)
+  exit 0
+fi
 
 launch=("$bin")
 if ((np > 1)); then
@@ -105,6 +111,12 @@ for ((n = 2; n <= seeds + 1; n += 2)); do
     "$bin" drift --checkpoint "$ckpt" --data "$data" --out "$out/drift/seed$s" --recipes e2m1,ufp4 \
       --mode both --batches 32 >"$out/drift/seed$s/drift.log"
   done
+  # Each finished pair packed at once (results/study, for git), so that a machine lost later in
+  # this call loses no finished pair: scripts/study_archive.sh packs only what has ended. Its
+  # failure is reported, and does not stop the training.
+  if [[ ${STUDY_ARCHIVE:-1} == 1 ]]; then
+    scripts/study_archive.sh "$out" "$seeds" || echo "study.sh: packing failed (exit $?)" >&2
+  fi
 done
 echo "== $(date -u +%FT%TZ) study: seeds 1..$seeds done at every depth"
 echo "next: build/ufp4 study --sd-only --seeds $seeds --out $out/stage2 --depth 2=$out/L2 --depth 4=$out/L4 --depth 8=$out/L8 --depth 16=$out/L16"

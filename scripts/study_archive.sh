@@ -34,10 +34,10 @@
 #   ARCHIVE_DRIFT    1 (default): the study's drift rule above; 0: no drift measurements
 #   ARCHIVE_SKIP_COPIES  1: a run that scripts/copy_runs.py copied in (listed in
 #                    L<L>/copied_runs.txt) is left out: its own archive brings it back (default 0)
-#   ARCHIVE_GATE     a folder whose L<L>/runs/<recipe>/seed<s> must also exist for each run of a
-#                    pair (the schedule's runs wait for their evaluation: eval-q, whose runs are
-#                    packed along with them into gate-L<L>-seeds<a>-<b>.tar.xz, since the
-#                    checkpoint it reads is not packed; scripts/study_restore.sh unpacks both)
+#   ARCHIVE_GATE     a folder inside OUT whose L<L>/runs/<recipe>/seed<s> must also exist for each
+#                    run of a pair, and is packed in the same archive (the schedule's runs wait
+#                    for their evaluations, OUT/eval-q, since the checkpoint an evaluation reads
+#                    is not packed: a run and its evaluation come back together or not at all)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-reports/study}
@@ -60,14 +60,14 @@ read -r -a depths <<<"${ARCHIVE_DEPTHS-2 4 8 16}"
 drift=${ARCHIVE_DRIFT:-1}
 gate=${ARCHIVE_GATE:-}
 skip_copies=${ARCHIVE_SKIP_COPIES:-0}
-abs_out=$(cd "$out" 2>/dev/null && pwd) || abs_out=$out
+abs_out=$(cd "$out" 2>/dev/null && pwd -P) || abs_out=$out # copy_runs.py logs real paths
 # Whether run folder $2 (relative to OUT) is a copy listed in OUT/L$1/copied_runs.txt, whose lines
 # end "-> DESTINATION" (copy_runs.py writes absolute paths).
 copied() { [[ -f $out/L$1/copied_runs.txt ]] && awk -v p="$abs_out/$2" '$NF == p { f = 1 } END { exit !f }' "$out/L$1/copied_runs.txt"; }
 if ((${#recipes[@]} == 0 || ${#depths[@]} == 0)) || [[ $drift != [01] || $skip_copies != [01] ]] ||
-  [[ -n $gate && ! -d $gate ]]; then
+  [[ -n $gate && ( ! -d $gate || $gate != "$out"/* ) ]]; then
   echo "study_archive.sh: ARCHIVE_RECIPES and ARCHIVE_DEPTHS must be non-empty, ARCHIVE_DRIFT and" \
-    "ARCHIVE_SKIP_COPIES 0 or 1, ARCHIVE_GATE a folder" >&2
+    "ARCHIVE_SKIP_COPIES 0 or 1, ARCHIVE_GATE a folder inside OUT ($out)" >&2
   exit 2
 fi
 mkdir -p "$dest"
@@ -98,7 +98,7 @@ for L in "${depths[@]}"; do
         dirs+=("$d")
         if [[ -n $gate ]]; then
           [[ -d $gate/$d ]] || continue 3
-          gated+=("$d")
+          gated+=("${gate#"$out"/}/$d")
         fi
       done
     done
@@ -106,13 +106,7 @@ for L in "${depths[@]}"; do
       continue
     fi
     tar -C "$out" --exclude=ckpt --sort=name --owner=0 --group=0 --mtime='2026-01-01 00:00Z' \
-      -cf - "${dirs[@]}" | xz -9 > "$file.tmp"
-    if ((${#gated[@]})); then # gate-L<L>-seeds<a>-<b>.tar.xz, before the pair's own archive
-      gfile=$dest/gate-${file##*/}
-      tar -C "$gate" --sort=name --owner=0 --group=0 --mtime='2026-01-01 00:00Z' \
-        -cf - "${gated[@]}" | xz -9 > "$gfile.tmp"
-      mv "$gfile.tmp" "$gfile"
-    fi
+      -cf - "${dirs[@]}" "${gated[@]}" | xz -9 > "$file.tmp"
     mv "$file.tmp" "$file"
     echo "packed $file"
     made=$((made + 1))

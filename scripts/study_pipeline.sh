@@ -2,7 +2,7 @@
 # Every registered step of the depth study and of its two follow-ups, in order, from wherever the
 # last sitting stopped: one command to start again after a machine stops.
 #
-#   nohup scripts/study_pipeline.sh > reports/pipeline.log 2>&1 &
+#   mkdir -p reports && nohup scripts/study_pipeline.sh >> reports/pipeline.log 2>&1 &
 #
 # Each step is fixed in advance by docs/STUDY.md (sections 5, 6 and 9) or docs/RESULTS.md
 # (sections 4 and 5); the script decides nothing that those documents leave open, and a step whose
@@ -17,8 +17,11 @@
 #      schedule L N, its two registered analyses, the fixed-precision evaluation of the
 #      scheduled runs under their own 4-bit recipe (scripts/eval_runs.py, RESULTS.md 4's
 #      amendment) and the recovery analysis on it.
-# After each training call scripts/study_archive.sh packs the finished seed pairs for git
-# (results/study, results/fos, results/schedule), and each step first gets back what is packed.
+# After each seed pair scripts/study_archive.sh packs what has finished, for git (results/study,
+# results/fos, results/schedule), and each step first gets back what is packed. The decisions
+# are kept beside them and read back, never recomputed on another machine: the stage-2 look
+# (results/study/stage2.json), the final analysis (results/study/final/) and the schedule's L and
+# N (results/schedule/design.txt). Committing them all is left to the people running it.
 # Committing them, and reading and reporting the results, stay with the people running it.
 #
 # Blinding: no step before 4 shows a result. Stage 1 and 2 write compare's interim tables to files
@@ -62,19 +65,32 @@ EOF
 
 if [[ -z ${STUDY_ANALYSIS:-} ]]; then
   step "building the analysis binary ($ufp4)"
-  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DUFP4_SANITIZE=OFF -DUFP4_FUZZ=OFF >/dev/null
   cmake --build build -j"$(nproc)" --target ufp4 ufp4_shared >/dev/null # libufp4.so: schedule_design.py
 fi
 "$ufp4" version
 
-# 1-3. The study's runs: stage 1, the look, stage 2.
+# The study's binary (which study_followup.sh needs too) and the packed runs; then the decisions
+# already made and kept in results/study.
+step "the study's binary and packed runs"
+STUDY_BUILD_ONLY=1 scripts/study.sh
+if [[ ! -f $out/stage2/stage2.json && -f results/study/stage2.json ]]; then
+  mkdir -p "$out/stage2"
+  cp results/study/stage2.json "$out/stage2/stage2.json"
+fi
+if [[ ! -f $out/final/analysis.json && -f results/study/final/analysis.json ]]; then
+  mkdir -p "$out/final"
+  cp -R results/study/final/. "$out/final/"
+fi
+
+# 1-3. The study's runs: stage 1 (packed pair by pair by study.sh), the look, stage 2.
 if [[ ! -f $out/stage2/stage2.json ]]; then
   step "stage 1"
   scripts/study.sh 12
-  scripts/study_archive.sh "$out" 12
   step "the stage-2 look (the sd of H1's statistic only)"
   # shellcheck disable=SC2046 # depths() is a list of words
   "$ufp4" study --sd-only --seeds 12 --out "$out/stage2" $(depths "$out")
+  cp "$out/stage2/stage2.json" results/study/stage2.json
 fi
 n=$(json_int "$out/stage2/stage2.json" stage2 n_needed)
 if ((n < 12 || n > 24)); then
@@ -93,6 +109,9 @@ if [[ ! -f $out/final/analysis.json ]]; then
   # shellcheck disable=SC2046
   "$ufp4" study --seeds "$n" --out "$out/final" $(depths "$out") --drift "$out/drift" \
     --secondary nvfp4 --secondary 'e2m1,scale=nvfp4' --secondary 'e2m1,tile2d=1'
+  rm -rf results/study/final.tmp
+  cp -R "$out/final" results/study/final.tmp
+  mv results/study/final.tmp results/study/final
 fi
 
 # 5. Four Over Six (RESULTS.md section 5), two seeds a call so that a sitting's finished pairs are
@@ -103,9 +122,9 @@ fos_archive() {
 }
 if [[ ! -f reports/fos/analysis/analysis.json ]]; then
   scripts/study_restore.sh reports/fos results/fos
-  for n in 2 4 6 8 10 12; do
-    step "Four Over Six: seeds 1..$n"
-    scripts/study_followup.sh fos "$n"
+  for k in 2 4 6 8 10 12; do
+    step "Four Over Six: seeds 1..$k"
+    scripts/study_followup.sh fos "$k"
     fos_archive
   done
   step "Four Over Six: the analysis"
@@ -119,13 +138,19 @@ fi
 #    runs evaluated again under their own 4-bit recipe). Two seeds a call; after each, the new
 #    runs are evaluated while their checkpoints exist (this machine), and a pair is packed only
 #    once evaluated (ARCHIVE_GATE), evaluations included: archives hold no checkpoints.
-design=$(scripts/schedule_design.py "$out/final/analysis.json")
-echo "$design"
-read -r L N < <(tail -n 1 <<<"$design" | sed -n 's/^scripts\/study_followup\.sh schedule \([0-9]*\) \([0-9]*\)$/\1 \2/p')
-if [[ -z "${L:-}" || -z "${N:-}" ]]; then
-  echo "study_pipeline.sh: scripts/schedule_design.py named no design" >&2
+mkdir -p results/schedule
+if [[ ! -f results/schedule/design.txt ]]; then
+  scripts/schedule_design.py "$out/final/analysis.json" > results/schedule/design.txt.tmp
+  mv results/schedule/design.txt.tmp results/schedule/design.txt
+fi
+cat results/schedule/design.txt
+last=$(tail -n 1 results/schedule/design.txt)
+if [[ ! $last =~ ^scripts/study_followup\.sh\ schedule\ ([0-9]+)\ ([0-9]+)$ ]]; then
+  echo "study_pipeline.sh: results/schedule/design.txt names no design (last line: $last)" >&2
   exit 2
 fi
+L=${BASH_REMATCH[1]}
+N=${BASH_REMATCH[2]}
 sched=reports/schedule
 ev=$sched/eval-q
 # Packed: the runs trained here, the scheduled ones and, for seeds beyond the study's n, the others
@@ -142,17 +167,17 @@ evaluate() {
   for q in e2m1 ufp4 nvfp4; do
     rc=0
     scripts/eval_runs.py "$sched/L$L" "$ev/L$L" --step 2000 --seeds "$1" --runs "${q}_0_bf16_0.9" \
-      --binary "$ufp4" --recipe "$q" || rc=$?
+      --binary "$ufp4" --recipe "$q" --data "${STUDY_DATA:-data/shards/sotu-bpe2048}" || rc=$?
     ((rc == 0 || (rc == 3 && !$2))) || return "$rc"
   done
 }
 if [[ ! -f $ev/analysis/analysis.json ]]; then
-  scripts/study_restore.sh "$sched" results/schedule "$ev"
-  for ((n = 2; n <= N + 1; n += 2)); do
-    ((n > N)) && n=$N
-    step "the final BF16 phase: L = $L, seeds 1..$n"
-    scripts/study_followup.sh schedule "$L" "$n"
-    evaluate "$n" 0
+  scripts/study_restore.sh "$sched" results/schedule
+  for ((k = 2; k <= N + 1; k += 2)); do
+    ((k > N)) && k=$N
+    step "the final BF16 phase: L = $L, seeds 1..$k"
+    scripts/study_followup.sh schedule "$L" "$k"
+    evaluate "$k" 0
     ARCHIVE_DEST=results/schedule ARCHIVE_RECIPES="$packed" ARCHIVE_DEPTHS=$L ARCHIVE_DRIFT=0 ARCHIVE_SKIP_COPIES=1 ARCHIVE_GATE=$ev \
       scripts/study_archive.sh "$sched" "$N"
   done

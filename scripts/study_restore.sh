@@ -7,37 +7,34 @@
 # metrics.jsonl are packed; checkpoints are not, and a finished run needs none) and skips them.
 # Nothing is read or printed but file names: the study stays blinded (docs/STUDY.md, section 6).
 #
-#   scripts/study_restore.sh [OUT [SRC [GATE_OUT]]]
-#       OUT       the study folder (default reports/study)
-#       SRC       the folder of the archives (default results/study; a follow-up's, e.g.
-#                 results/fos, for its runs: scripts/study_pipeline.sh)
-#       GATE_OUT  where SRC's gate-L<L>-seeds<a>-<b>.tar.xz go (scripts/study_archive.sh's
-#                 ARCHIVE_GATE: the schedule's evaluations); without it they are left packed
+#   scripts/study_restore.sh [OUT [SRC]]
+#       OUT   the study folder (default reports/study)
+#       SRC   the folder of the archives (default results/study; a follow-up's, e.g. results/fos
+#             into reports/fos, for its runs: scripts/study_pipeline.sh)
+# A run folder may sit one level down (e.g. eval-q/L16/runs/...: the schedule's evaluations, which
+# scripts/study_archive.sh packs with their runs). Each folder is unpacked into a temporary folder
+# and renamed into place, so a folder that exists is whole.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-reports/study}
 src=${2:-results/study}
-gate_out=${3:-}
 made=0
-# Unpacks the run and drift folders of archive $1 that folder $2 lacks.
-unpack() {
-  local f=$1 top=$2 d missing=()
-  mkdir -p "$top"
-  while read -r d; do
-    [[ -e "$top/$d" ]] || missing+=("$d")
-  done < <(tar -tJf "$f" | sed -nE 's#^(L[0-9]+/runs/[^/]+/seed[0-9]+|drift/seed[0-9]+)(/.*)?$#\1#p' | sort -u)
-  ((${#missing[@]})) || return 0
-  tar -C "$top" -xJf "$f" "${missing[@]}"
-  echo "restored ${#missing[@]} folder(s) from $f"
-  made=$((made + 1))
-}
 mkdir -p "$out"
 for f in "$src"/L*-seed*.tar.xz "$src"/drift-seed*.tar.xz; do
-  if [[ -f $f ]]; then unpack "$f" "$out"; fi
-done
-if [[ -n $gate_out ]]; then
-  for f in "$src"/gate-L*-seed*.tar.xz; do
-    if [[ -f $f ]]; then unpack "$f" "$gate_out"; fi
+  [[ -f $f ]] || continue
+  missing=()
+  while read -r d; do
+    [[ -e "$out/$d" ]] || missing+=("$d")
+  done < <(tar -tJf "$f" | sed -nE 's#^(([A-Za-z0-9._-]+/)?L[0-9]+/runs/[^/]+/seed[0-9]+|drift/seed[0-9]+)(/.*)?$#\1#p' | sort -u)
+  ((${#missing[@]})) || continue
+  tmp=$(mktemp -d "$out/.restore.XXXXXX")
+  tar -C "$tmp" -xJf "$f" "${missing[@]}"
+  for d in "${missing[@]}"; do
+    mkdir -p "$(dirname "$out/$d")"
+    mv "$tmp/$d" "$out/$d"
   done
-fi
-echo "study_restore: $made archive(s) unpacked into $out${gate_out:+ and $gate_out}"
+  rm -rf "$tmp"
+  echo "restored ${#missing[@]} folder(s) from $f"
+  made=$((made + 1))
+done
+echo "study_restore: $made archive(s) unpacked into $out"

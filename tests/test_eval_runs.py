@@ -3,7 +3,8 @@
 (and logs each call): finished runs are evaluated from their own checkpoint or, for a copy
 without one, from --ckpt-from's; the layout is a compare folder's (metrics.jsonl with the loss at
 --step, the run's own run.json, eval.json with the checkpoint, recipe and the commit that the
-binary's `version` names); a binary that names no commit is refused (exit 2); a run already evaluated is never evaluated again; an unfinished
+binary's `version` names); a binary that names no commit, one built from a dirty tree, or one other
+than the binary of the folder's earlier evaluations is refused (exit 2); a run already evaluated is never evaluated again; an unfinished
 run or a missing checkpoint is named with exit 3; bad arguments give exit 2; no loss is printed.
 Then the real `ufp4 study` ($UFP4_CLI) reads the result: its per-seed secondary values are the
 relative differences of the stored losses, to the bit of the formula."""
@@ -134,6 +135,16 @@ def test_all():
     rc, text = run(folder, out, "--runs", "e2m1", "--step", str(STEP), "--binary", nocommit, "--seeds", "9")
     check(rc == 2 and "names no commit" in text, "no commit: %d %s" % (rc, text))
     check(not os.path.exists(os.path.join(out, "runs", "e2m1", "seed9")), "evaluated by a binary without a commit")
+    # a build of a dirty tree is refused; so is another binary on a folder holding evaluations
+    for name, version, why in (("ufp4-dirty", "0123456789ab-dirty-fed833f3", "uncommitted changes"),
+                               ("ufp4-other", "fedcba987654", "one folder, one binary")):
+        other = os.path.join(tmp, name)
+        with open(other, "w") as f:
+            f.write(STUB.replace("commit 0123456789ab", "commit " + version))
+        os.chmod(other, 0o755)
+        rc, text = run(folder, out, "--runs", "e2m1", "--step", str(STEP), "--binary", other, "--seeds", "9")
+        check(rc == 2 and why in text, "%s: %d %s" % (name, rc, text))
+        check(not os.path.exists(os.path.join(out, "runs", "e2m1", "seed9")), "%s evaluated" % name)
     # bad arguments
     for bad in ([folder, out, "--runs", "../x", "--seeds", "1", "--step", "1", "--binary", stub],
                 [folder, out, "--runs", "e2m1", "--seeds", "0", "--step", "1", "--binary", stub],

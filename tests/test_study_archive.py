@@ -182,9 +182,9 @@ def depth16_waits_for_drift():
 
 def followup_with_gate():
     """A follow-up's runs (the schedule's): another archive folder, recipes and depth, no drift;
-    a pair waits until its runs are evaluated (ARCHIVE_GATE), then the evaluations are packed into
-    gate-L16-seeds1-2.tar.xz; restore with SRC and GATE_OUT brings both back where they were.
-    A bad setting is refused with exit 2."""
+    a pair waits until its runs are evaluated (ARCHIVE_GATE, a folder inside OUT), then runs and
+    evaluations are packed into one archive; restore with SRC brings both back where they were.
+    A bad setting (a gate outside OUT among them) is refused with exit 2."""
     with tempfile.TemporaryDirectory() as tmp:
         os.makedirs(os.path.join(tmp, "scripts"))
         for name in ("study_archive.sh", "study_restore.sh"):
@@ -213,18 +213,19 @@ def followup_with_gate():
                     f.write('{"commit": "c"}')
         rc, text = archive()
         got = sorted(os.listdir(dest))
-        check(rc == 0 and got == ["L16-seeds1-2.tar.xz", "gate-L16-seeds1-2.tar.xz"], "packed %s (%s)" % (got, text))
-        if len(got) == 2:
+        check(rc == 0 and got == ["L16-seeds1-2.tar.xz"], "packed %s (%s)" % (got, text))
+        if got:
             with tarfile.open(os.path.join(dest, "L16-seeds1-2.tar.xz")) as t:
-                runs = sorted(n for n in t.getnames() if n.endswith("/run.json"))
-            check(len(runs) == 4 and all(any(r in n for r in sched) for n in runs), "runs packed: %s" % runs)
-            with tarfile.open(os.path.join(dest, "gate-L16-seeds1-2.tar.xz")) as t:
-                evals = sorted(n for n in t.getnames() if n.endswith("/eval.json"))
-            check(len(evals) == 4, "evaluations packed: %s" % evals)
+                names = t.getnames()
+            runs = sorted(n for n in names if n.endswith("/run.json"))
+            evals = sorted(n for n in names if n.endswith("/eval.json"))
+            check(len(runs) == 4 and all(n.startswith("L16/runs/") for n in runs), "runs packed: %s" % runs)
+            check(len(evals) == 4 and all(n.startswith("eval-q/L16/runs/") for n in evals), "evaluations packed: %s" % evals)
         shutil.rmtree(out)
-        p = subprocess.run(["bash", os.path.join(tmp, "scripts", "study_restore.sh"), out, dest, ev], capture_output=True,
+        p = subprocess.run(["bash", os.path.join(tmp, "scripts", "study_restore.sh"), out, dest], capture_output=True,
                            text=True, cwd=tmp)
-        check(p.returncode == 0 and "restored 4 folder(s)" in p.stdout, "restore: %s" % (p.stdout + p.stderr))
+        check(p.returncode == 0 and "restored 8 folder(s)" in p.stdout, "restore: %s" % (p.stdout + p.stderr))
+        check(not [n for n in os.listdir(out) if n.startswith(".restore")], "restore left its temporary folder")
         for r in sched:
             for s in (1, 2):
                 check(os.path.isfile(os.path.join(out, "L16", "runs", r, "seed%d" % s, "run.json")), "run %s %d back" % (r, s))

@@ -9,7 +9,8 @@ and the three secondaries, Four Over Six in pairs to 12 and its analysis, the sc
 N that scripts/schedule_design.py gives, its three analyses); every scheduled run is evaluated
 under its own 4-bit recipe by the analysis binary; the follow-ups' runs are packed in
 results/fos and results/schedule (the schedule's with their evaluations, and without the copies
-of the study's runs, which its own archives bring back); a second call trains
+of the study's runs, which its own archives bring back); the decisions are kept in results/
+(stage2.json, final/, design.txt) and read back on a fresh machine; a second call trains
 and evaluates nothing; and on a fresh machine (reports/ and .study/ gone) a third call gets
 everything back from results/ and again trains and evaluates nothing.
 
@@ -124,7 +125,7 @@ def test_pipeline():
             env.pop(k, None)
 
         def pipeline():
-            p = subprocess.run(["bash", "scripts/study_pipeline.sh"], cwd=tmp, capture_output=True, text=True, env=env)
+            p = subprocess.run(["scripts/study_pipeline.sh"], cwd=tmp, capture_output=True, text=True, env=env)
             return p.returncode, p.stdout + p.stderr
 
         rc, text = pipeline()
@@ -161,13 +162,24 @@ def test_pipeline():
         check(len(fos_packs) == 4 * 6, "results/fos: %s" % fos_packs)
         sched_dir = os.path.join(tmp, "results", "schedule")
         sched_packs = sorted(os.listdir(sched_dir)) if os.path.isdir(sched_dir) else []
-        check(len(sched_packs) == 2 * 12 and "gate-L8-seeds23-24.tar.xz" in sched_packs, "results/schedule: %s" % sched_packs)
-        # copies of the study's runs are left out (seeds 1-14); beyond the study's n all 8 are the schedule's own
-        for name, want in (("L8-seeds1-2.tar.xz", 6), ("L8-seeds13-14.tar.xz", 6), ("L8-seeds15-16.tar.xz", 16)):
-            if name in sched_packs:
+        check(sched_packs == sorted(["L8-seeds%d-%d.tar.xz" % (a, a + 1) for a in range(1, 24, 2)] + ["design.txt"]),
+              "results/schedule: %s" % sched_packs)
+        # copies of the study's runs are left out (seeds 1-14); beyond the study's n all 8 are the
+        # schedule's own; each evaluated run's evaluation (eval-q/, with its copies) is packed with it
+        for name, want, want_evals in (("L8-seeds1-2.tar.xz", 6, 6), ("L8-seeds13-14.tar.xz", 6, 6),
+                                       ("L8-seeds15-16.tar.xz", 16, 16)):
+            names = []
+            if os.path.exists(os.path.join(sched_dir, name)):
                 with tarfile.open(os.path.join(sched_dir, name)) as t:
-                    runs = [n for n in t.getnames() if n.endswith("/run.json")]
-                check(len(runs) == want, "%s holds %d runs, not %d" % (name, len(runs), want))
+                    names = t.getnames()
+            runs = [n for n in names if n.startswith("L8/runs/") and n.endswith("/run.json")]
+            evals = [n for n in names if n.startswith("eval-q/L8/runs/") and n.endswith("/run.json")]
+            check(len(runs) == want and len(evals) == want_evals, "%s holds %d runs and %d evaluated, not %d and %d"
+                  % (name, len(runs), len(evals), want, want_evals))
+        for kept in ("study/stage2.json", "study/final/analysis.json", "schedule/design.txt"):
+            check(os.path.isfile(os.path.join(tmp, "results", kept)), "results/%s not kept" % kept)
+        check(open(os.path.join(tmp, "results", "schedule", "design.txt")).read().splitlines()[-1]
+              == "scripts/study_followup.sh schedule 8 24", "the design kept")
 
         trained = len(lines(os.path.join(stub_dir, "trained.log")))
         rc, text = pipeline()
@@ -181,8 +193,11 @@ def test_pipeline():
         shutil.rmtree(os.path.join(tmp, ".study"))
         os.makedirs(stub_dir)
         shutil.move(os.path.join(tmp, "ufp4.keep"), os.path.join(stub_dir, "ufp4"))
+        n_analyses = len([c for c in lines(os.path.join(analysis_dir, "calls.log")) if c.startswith("study ")])
         rc, text = pipeline()
         check(rc == 0, "fresh machine: exit %d\n%s" % (rc, text[-3000:]))
+        again = [c for c in lines(os.path.join(analysis_dir, "calls.log")) if c.startswith("study ")][n_analyses:]
+        check(not [c for c in again if "reports/study/" in c], "fresh machine: the study's decisions were recomputed: %s" % again)
         check(not lines(os.path.join(stub_dir, "trained.log")), "fresh machine: trained %s"
               % lines(os.path.join(stub_dir, "trained.log"))[:3])
         check(len(lines(os.path.join(analysis_dir, "evaluated.log"))) == 3 * 24, "fresh machine: evaluated again")
