@@ -171,17 +171,22 @@ evaluate() {
     ((rc == 0 || (rc == 3 && !$2))) || return "$rc"
   done
 }
+sched_archive() {
+  ARCHIVE_DEST=results/schedule ARCHIVE_RECIPES="$packed" ARCHIVE_DEPTHS=$L ARCHIVE_DRIFT=0 ARCHIVE_SKIP_COPIES=1 \
+    ARCHIVE_GATE=$ev scripts/study_archive.sh "$sched" "$N"
+}
 if [[ ! -f $ev/analysis/analysis.json ]]; then
   scripts/study_restore.sh "$sched" results/schedule
+  mkdir -p "$ev" # the archive's gate, before anything is evaluated
   for ((k = 2; k <= N + 1; k += 2)); do
     ((k > N)) && k=$N
     step "the final BF16 phase: L = $L, seeds 1..$k"
     scripts/study_followup.sh schedule "$L" "$k"
     evaluate "$k" 0
-    ARCHIVE_DEST=results/schedule ARCHIVE_RECIPES="$packed" ARCHIVE_DEPTHS=$L ARCHIVE_DRIFT=0 ARCHIVE_SKIP_COPIES=1 ARCHIVE_GATE=$ev \
-      scripts/study_archive.sh "$sched" "$N"
+    sched_archive
   done
   evaluate "$N" 1
+  sched_archive
   step "the final BF16 phase: the analyses"
   "$ufp4" study --out "$sched/analysis" --seeds "$N" --depth "$L=$sched/L$L" "${recovery[@]}"
   "$ufp4" study --out "$sched/gaps" --seeds "$N" --depth "$L=$sched/L$L" "${gaps[@]}"

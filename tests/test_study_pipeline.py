@@ -10,9 +10,9 @@ N that scripts/schedule_design.py gives, its three analyses); every scheduled ru
 under its own 4-bit recipe by the analysis binary; the follow-ups' runs are packed in
 results/fos and results/schedule (the schedule's with their evaluations, and without the copies
 of the study's runs, which its own archives bring back); the decisions are kept in results/
-(stage2.json, final/, design.txt) and read back on a fresh machine; a second call trains
-and evaluates nothing; and on a fresh machine (reports/ and .study/ gone) a third call gets
-everything back from results/ and again trains and evaluates nothing.
+(stage2.json, final/, design.txt); a machine lost in the middle of the schedule loses no pair
+finished and evaluated before it; and on a fresh machine (reports/ and .study/ gone) a call gets
+everything back from results/, reads the decisions back, and trains and evaluates nothing. The study's n is odd (13) and the schedule's N (14) exceeds it.
 
     test_study_pipeline.py LIBUFP4     (schedule_design.py calls ufp4_paired_n through it)"""
 import hashlib
@@ -32,7 +32,8 @@ SRC = os.environ.get("UFP4_SOURCE_DIR", os.path.join(os.path.dirname(__file__), 
 LIB = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(SRC, "build", "libufp4.so"))
 SCRIPTS = ("study_pipeline.sh", "study.sh", "study_archive.sh", "study_restore.sh", "study_followup.sh",
            "copy_runs.py", "schedule_design.py", "eval_runs.py")
-STAGE2_N = 14  # what the stand-in's look asks for: one stage-2 pair
+STAGE2_N = 13  # what the stand-in's look asks for: one stage-2 seed, an odd n
+SCHED_N = 14  # schedule_design.py's N for the stand-in's rows (ufp4_paired_n(0.5, 0.6)): beyond n
 
 # The stand-in for both binaries. Its commit is the study's (the first argument of the stub's
 # creation), so study.sh and study_followup.sh take it as the study's binary. Every call is logged.
@@ -49,6 +50,8 @@ with open(os.path.join(here, "calls.log"), "a") as f:
     f.write(" ".join(args) + "\n")
 if args[0] == "compare":
     out, n = opt("--out"), int(opt("--seeds"))
+    if out.startswith("reports/schedule/") and str(n) == os.environ.get("STUB_LOST_AT"):
+        sys.exit("stub: the machine is lost")
     names = ["bf16", "fp32"] + [re.sub(r"[^A-Za-z0-9.-]", "_", r) for r in opt("--recipes").split(";")]
     for name in names:
         for s in range(1, n + 1):
@@ -82,7 +85,7 @@ elif args[0] == "study":
             json.dump({"stage2": {"n_needed": %(stage2_n)d}}, f)
     else:
         n = int(opt("--seeds"))
-        rows = [{"depth": d, "rel_err": {"valid": True, "n": n, "mean": 1.0, "sd": 1.0, "p": p}}
+        rows = [{"depth": d, "rel_err": {"valid": True, "n": n, "mean": 1.0, "sd": 0.6, "p": p}}
                 for d, p in ((2, 0.001), (4, 0.01), (8, 0.02), (16, 0.2))]
         with open(os.path.join(out, "analysis.json"), "w") as f:
             json.dump({"power": {"n": n}, "series": [{"recipe": "e2m1", "depths": rows}]}, f)
@@ -124,23 +127,27 @@ def test_pipeline():
         for k in ("STUDY_COMMIT", "STUDY_OUT", "STUDY_DATA", "SAME_BITS_AS"):
             env.pop(k, None)
 
-        def pipeline():
-            p = subprocess.run(["scripts/study_pipeline.sh"], cwd=tmp, capture_output=True, text=True, env=env)
+        def pipeline_env(**extra):
+            p = subprocess.run(["scripts/study_pipeline.sh"], cwd=tmp, capture_output=True, text=True,
+                               env=dict(env, **extra))
             return p.returncode, p.stdout + p.stderr
+
+        def pipeline():
+            return pipeline_env()
 
         rc, text = pipeline()
         check(rc == 0, "pipeline: exit %d:\n%s" % (rc, text[-3000:]))
         calls = lines(os.path.join(stub_dir, "calls.log"))
         compares = [c for c in calls if c.startswith("compare ")]
         study = [c for c in compares if "--out reports/study/" in c]
-        # study.sh 12, then study.sh 14 (each call starts at 2 and finds the finished seeds)
+        # study.sh 12, then study.sh 13 (each call starts at 2 and finds the finished seeds)
         got = [int(re.search(r"--seeds (\d+)", c).group(1)) for c in study if "--out reports/study/L16 " in c]
-        check(got == list(range(2, 13, 2)) + list(range(2, 15, 2)), "study calls at L=16: --seeds %s" % got)
+        check(got == list(range(2, 13, 2)) * 2 + [13], "study calls at L=16: --seeds %s" % got)
         drifts = [c for c in calls if c.startswith("drift ")]
         check(len(drifts) == STAGE2_N, "%d drift measurements, not %d" % (len(drifts), STAGE2_N))
         acalls = lines(os.path.join(analysis_dir, "calls.log"))
         studies = [c for c in acalls if c.startswith("study ")]
-        want_final = ("study --seeds 14 --out reports/study/final --depth 2=reports/study/L2 --depth 4=reports/study/L4 "
+        want_final = ("study --seeds 13 --out reports/study/final --depth 2=reports/study/L2 --depth 4=reports/study/L4 "
                       "--depth 8=reports/study/L8 --depth 16=reports/study/L16 --drift reports/study/drift --secondary "
                       "nvfp4 --secondary e2m1,scale=nvfp4 --secondary e2m1,tile2d=1")
         check(len(studies) == 6 and studies[0].startswith("study --sd-only --seeds 12 --out reports/study/stage2 ")
@@ -150,24 +157,23 @@ def test_pipeline():
               and len(fos) == 24, "fos calls: %d" % len(fos))
         check(any(c.startswith("study --out reports/fos/analysis --seeds 12 ") and "'" not in c
                   and "--secondary e2m1-4over6 vs e2m1" in c for c in studies), "fos analysis: %s" % studies)
-        # schedule_design: L = 8 (p 0.02; L = 16 has p 0.2), N from ufp4_paired_n(0.5, 1.0): 34, capped at 24
+        # schedule_design: L = 8 (p 0.02; L = 16 has p 0.2), N = SCHED_N
         sched = [c for c in compares if "--out reports/schedule/" in c]
-        check([int(re.search(r"--seeds (\d+)", c).group(1)) for c in sched] == list(range(2, 25, 2))
+        check([int(re.search(r"--seeds (\d+)", c).group(1)) for c in sched] == list(range(2, SCHED_N + 1, 2))
               and all("--out reports/schedule/L8 " in c for c in sched), "schedule calls: %s" % sched[:2])
         check(sum(c.startswith("study --out reports/schedule/") for c in studies) == 3, "schedule analyses: %s" % studies)
         evals = lines(os.path.join(analysis_dir, "evaluated.log"))
-        check(len(evals) == 3 * 24 and all(re.search(r"/runs/(\w+)_0_bf16_0\.9/seed\d+/.* --recipe \1$", e)
+        check(len(evals) == 3 * SCHED_N and all(re.search(r"/runs/(\w+)_0_bf16_0\.9/seed\d+/.* --recipe \1$", e)
                                            for e in evals), "evaluations: %d, %s" % (len(evals), evals[:2]))
         fos_packs = sorted(os.listdir(os.path.join(tmp, "results", "fos")))
         check(len(fos_packs) == 4 * 6, "results/fos: %s" % fos_packs)
         sched_dir = os.path.join(tmp, "results", "schedule")
         sched_packs = sorted(os.listdir(sched_dir)) if os.path.isdir(sched_dir) else []
-        check(sched_packs == sorted(["L8-seeds%d-%d.tar.xz" % (a, a + 1) for a in range(1, 24, 2)] + ["design.txt"]),
+        check(sched_packs == sorted(["L8-seeds%d-%d.tar.xz" % (a, a + 1) for a in range(1, SCHED_N, 2)] + ["design.txt"]),
               "results/schedule: %s" % sched_packs)
-        # copies of the study's runs are left out (seeds 1-14); beyond the study's n all 8 are the
-        # schedule's own; each evaluated run's evaluation (eval-q/, with its copies) is packed with it
-        for name, want, want_evals in (("L8-seeds1-2.tar.xz", 6, 6), ("L8-seeds13-14.tar.xz", 6, 6),
-                                       ("L8-seeds15-16.tar.xz", 16, 16)):
+        # copies of the study's runs are left out (seeds 1-13); beyond the study's n (seed 14) all 8
+        # are the schedule's own; each run's evaluation (eval-q/, with its copies) is packed with it
+        for name, want, want_evals in (("L8-seeds1-2.tar.xz", 6, 6), ("L8-seeds13-14.tar.xz", 11, 11)):
             names = []
             if os.path.exists(os.path.join(sched_dir, name)):
                 with tarfile.open(os.path.join(sched_dir, name)) as t:
@@ -179,20 +185,39 @@ def test_pipeline():
         for kept in ("study/stage2.json", "study/final/analysis.json", "schedule/design.txt"):
             check(os.path.isfile(os.path.join(tmp, "results", kept)), "results/%s not kept" % kept)
         check(open(os.path.join(tmp, "results", "schedule", "design.txt")).read().splitlines()[-1]
-              == "scripts/study_followup.sh schedule 8 24", "the design kept")
+              == "scripts/study_followup.sh schedule 8 %d" % SCHED_N, "the design kept")
 
-        trained = len(lines(os.path.join(stub_dir, "trained.log")))
+        def fresh_machine():  # only git's files (results/) remain, and a new stand-in of the study binary
+            shutil.rmtree(os.path.join(tmp, "reports"))
+            shutil.copy(os.path.join(stub_dir, "ufp4"), os.path.join(tmp, "ufp4.keep"))
+            shutil.rmtree(os.path.join(tmp, ".study"))
+            os.makedirs(stub_dir)
+            shutil.move(os.path.join(tmp, "ufp4.keep"), os.path.join(stub_dir, "ufp4"))
+
+        # A machine lost in the middle of the schedule (its step made again from the design): the
+        # pairs finished before are packed with their evaluations, and come back, not retrained.
+        for f in os.listdir(sched_dir):
+            if f.endswith(".tar.xz"):
+                os.remove(os.path.join(sched_dir, f))
+        shutil.rmtree(os.path.join(tmp, "reports", "schedule"))
+        rc, text = pipeline_env(STUB_LOST_AT="6")
+        check(rc != 0 and "the machine is lost" in text, "the lost machine: exit %d" % rc)
+        packed = sorted(f for f in os.listdir(sched_dir) if f.endswith(".tar.xz"))
+        check(packed == ["L8-seeds1-2.tar.xz", "L8-seeds3-4.tar.xz"], "packed before the loss: %s" % packed)
+        fresh_machine()
+        n_evals = len(lines(os.path.join(analysis_dir, "evaluated.log")))
         rc, text = pipeline()
-        check(rc == 0 and len(lines(os.path.join(stub_dir, "trained.log"))) == trained
-              and len(lines(os.path.join(analysis_dir, "evaluated.log"))) == 3 * 24,
-              "a second call trained or evaluated again: exit %d\n%s" % (rc, text[-2000:]))
+        check(rc == 0, "after the loss: exit %d\n%s" % (rc, text[-3000:]))
+        redone = [t for t in lines(os.path.join(stub_dir, "trained.log")) if "/schedule/" in t and
+                  re.search(r"_0_bf16_0\.9/seed[1-4]$", t)]
+        check(not redone, "after the loss, finished pairs trained again: %s" % redone[:3])
+        check(len(lines(os.path.join(analysis_dir, "evaluated.log"))) - n_evals == 3 * (SCHED_N - 4),
+              "after the loss: %d evaluations, not %d" % (len(lines(os.path.join(analysis_dir, "evaluated.log"))) - n_evals,
+                                                           3 * (SCHED_N - 4)))
 
-        # A fresh machine: only git's files (results/) remain, and a new stand-in of the study binary.
-        shutil.rmtree(os.path.join(tmp, "reports"))
-        shutil.copy(os.path.join(stub_dir, "ufp4"), os.path.join(tmp, "ufp4.keep"))
-        shutil.rmtree(os.path.join(tmp, ".study"))
-        os.makedirs(stub_dir)
-        shutil.move(os.path.join(tmp, "ufp4.keep"), os.path.join(stub_dir, "ufp4"))
+        # And once more on a fresh machine: everything comes back; nothing is trained or evaluated.
+        fresh_machine()
+        n_evals = len(lines(os.path.join(analysis_dir, "evaluated.log")))
         n_analyses = len([c for c in lines(os.path.join(analysis_dir, "calls.log")) if c.startswith("study ")])
         rc, text = pipeline()
         check(rc == 0, "fresh machine: exit %d\n%s" % (rc, text[-3000:]))
@@ -200,7 +225,7 @@ def test_pipeline():
         check(not [c for c in again if "reports/study/" in c], "fresh machine: the study's decisions were recomputed: %s" % again)
         check(not lines(os.path.join(stub_dir, "trained.log")), "fresh machine: trained %s"
               % lines(os.path.join(stub_dir, "trained.log"))[:3])
-        check(len(lines(os.path.join(analysis_dir, "evaluated.log"))) == 3 * 24, "fresh machine: evaluated again")
+        check(len(lines(os.path.join(analysis_dir, "evaluated.log"))) == n_evals, "fresh machine: evaluated again")
 
 
 if __name__ == "__main__":
