@@ -68,7 +68,12 @@ if [[ -z ${STUDY_ANALYSIS:-} ]]; then
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DUFP4_SANITIZE=OFF -DUFP4_FUZZ=OFF >/dev/null
   cmake --build build -j"$(nproc)" --target ufp4 ufp4_shared >/dev/null # libufp4.so: schedule_design.py
 fi
-"$ufp4" version
+version=$("$ufp4" version)
+echo "$version"
+if [[ $version == *dirty* ]]; then # its analyses would name a commit that holds none of its code
+  echo "study_pipeline.sh: $ufp4 was built from a tree with uncommitted changes; commit first" >&2
+  exit 2
+fi
 
 # The study's binary (which study_followup.sh needs too) and the packed runs; then the decisions
 # already made and kept in results/study.

@@ -3,7 +3,7 @@
 (compare, drift: run folders with a checkpoint, as the real one leaves them) and for the analysis
 binary (study: stage2.json and analysis.json; eval: a loss line), and the real scripts it calls.
 
-Checked: the steps run in the registered order and with their registered arguments (stage 1 in
+Checked: an analysis binary built from a dirty tree is refused first; the steps run in the registered order and with their registered arguments (stage 1 in
 seed pairs to 12, the look, stage 2 to the n the look asks for, the final analysis with the drift
 and the three secondaries, Four Over Six in pairs to 12 and its analysis, the schedule at the L and
 N that scripts/schedule_design.py gives, its three analyses); every scheduled run is evaluated
@@ -134,6 +134,16 @@ def test_pipeline():
 
         def pipeline():
             return pipeline_env()
+
+        # An analysis binary built from a dirty tree is refused before anything runs.
+        dirty = os.path.join(tmp, "dirty-bin", "ufp4")
+        os.makedirs(os.path.dirname(dirty))
+        with open(dirty, "w") as f:
+            f.write(STUB % {"commit": commit[:12] + "-dirty-0a1b2c3d", "stage2_n": STAGE2_N})
+        os.chmod(dirty, 0o755)
+        rc, text = pipeline_env(STUDY_ANALYSIS=dirty)
+        check(rc == 2 and "uncommitted changes" in text and not os.path.exists(os.path.join(stub_dir, "calls.log")),
+              "a dirty analysis binary: exit %d: %s" % (rc, text[-500:]))
 
         rc, text = pipeline()
         check(rc == 0, "pipeline: exit %d:\n%s" % (rc, text[-3000:]))
