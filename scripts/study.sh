@@ -31,8 +31,8 @@
 # A machine without the study folder (a fresh clone) first gets the packed runs of results/study/
 # back (scripts/study_restore.sh): compare then finds them finished and goes on from there.
 #
-# After each seed pair, scripts/study_archive.sh OUT SEEDS packs what has finished (STUDY_ARCHIVE=0:
-# not). STUDY_BUILD_ONLY=1 builds the binary, restores the packed runs and stops.
+# After each depth and each pair's drift, scripts/study_archive.sh OUT SEEDS packs what has
+# finished (STUDY_ARCHIVE=0: not). STUDY_BUILD_ONLY=1 builds the binary, restores the packed runs and stops.
 #
 # Environment: STUDY_NP (ranks; 1 = no mpirun, OpenMP threads instead), STUDY_OUT (default
 # reports/study), STUDY_DATA (default data/shards/sotu-bpe2048, which `make run` prepares),
@@ -91,6 +91,15 @@ if ((np > 1)); then
 fi
 
 recipes='e2m1;ufp4;nvfp4;e2m1,scale=nvfp4;e2m1,tile2d=1'
+# Each depth of a pair packed as soon as it ends (results/study, for git), so that a machine lost
+# later loses no finished depth: scripts/study_archive.sh packs only what has ended (an L = 16 pair
+# once its drift has too, after the drift loop). Its failure is reported, and does not stop the
+# training.
+pack() {
+  if [[ ${STUDY_ARCHIVE:-1} == 1 ]]; then
+    scripts/study_archive.sh "$out" "$seeds" || echo "study.sh: packing failed (exit $?)" >&2
+  fi
+}
 mkdir -p "$out"
 for ((n = 2; n <= seeds + 1; n += 2)); do
   ((n > seeds)) && n=$seeds
@@ -100,6 +109,7 @@ for ((n = 2; n <= seeds + 1; n += 2)); do
       ${SAME_BITS_AS:+--same-bits-as "$SAME_BITS_AS"} \
       --steps 2000 --final-steps 400 --layers "$L" --d-model 64 --heads 4 --ffn 192 --seq-len 128 \
       --batch 8 --lr 2e-3 --warmup 50 --eval-every 125 --eval-batches 32 >>"$out/L$L.interim.txt"
+    pack
   done
   for ((s = 1; s <= n; s++)); do
     ckpt=$out/L16/runs/bf16/seed$s/ckpt/step_00002000
@@ -111,12 +121,7 @@ for ((n = 2; n <= seeds + 1; n += 2)); do
     "$bin" drift --checkpoint "$ckpt" --data "$data" --out "$out/drift/seed$s" --recipes e2m1,ufp4 \
       --mode both --batches 32 >"$out/drift/seed$s/drift.log"
   done
-  # Each finished pair packed at once (results/study, for git), so that a machine lost later in
-  # this call loses no finished pair: scripts/study_archive.sh packs only what has ended. Its
-  # failure is reported, and does not stop the training.
-  if [[ ${STUDY_ARCHIVE:-1} == 1 ]]; then
-    scripts/study_archive.sh "$out" "$seeds" || echo "study.sh: packing failed (exit $?)" >&2
-  fi
+  pack
 done
 echo "== $(date -u +%FT%TZ) study: seeds 1..$seeds done at every depth"
 echo "next: build/ufp4 study --sd-only --seeds $seeds --out $out/stage2 --depth 2=$out/L2 --depth 4=$out/L4 --depth 8=$out/L8 --depth 16=$out/L16"
