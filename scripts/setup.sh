@@ -9,7 +9,9 @@ packages=(build-essential cmake pkg-config libcmocka-dev libcjson-dev libopenbla
           gnuplot-nox bible-kjv bible-kjv-text libopenmpi-dev openmpi-bin)
 # The reliability checks (make reliability) need clang with libFuzzer, clang's OpenMP and valgrind.
 [ "${1:-}" = "--test" ] && packages+=(python3-numpy python3-scipy python3-torch clang libclang-rt-14-dev libomp-dev valgrind)
-[ "${1:-}" = "--portable" ] && packages+=(gcc-aarch64-linux-gnu qemu-user libcmocka-dev:arm64
+# libc6-dev-arm64-cross (crt1.o, crti.o, libc.so for the linker) is only a Recommends of the cross gcc,
+# which --no-install-recommends skips: name it, or the cross compiler cannot link a program.
+[ "${1:-}" = "--portable" ] && packages+=(gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user libcmocka-dev:arm64
                                           libcjson-dev:arm64 libopenblas-openmp-dev:arm64 libssl-dev:arm64)
 missing=()
 for p in "${packages[@]}"; do
