@@ -25,9 +25,11 @@ when the file is missing, not the study's analysis (no e2m1 series), or the libr
 ($UFP4_LIBRARY, else build/libufp4.so next to scripts/)."""
 import ctypes
 import json
-import math
 import os
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ufp4_ctypes import finite, library  # noqa: E402
 
 ALPHA, POWER, N_CAP = 0.05, 0.8, 24
 
@@ -35,24 +37,6 @@ ALPHA, POWER, N_CAP = 0.05, 0.8, 24
 def fail(msg):
     print("schedule_design: " + msg, file=sys.stderr)
     sys.exit(2)
-
-
-def library():
-    path = os.environ.get("UFP4_LIBRARY") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "build",
-                                                          "libufp4.so")
-    try:
-        lib = ctypes.CDLL(path)
-    except OSError as e:
-        fail("%s: cannot load libufp4 (%s); build it with `make build` or set UFP4_LIBRARY" % (path, e))
-    lib.ufp4_paired_n.restype = ctypes.c_int
-    lib.ufp4_paired_n.argtypes = [ctypes.c_double] * 4 + [ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t)]
-    lib.ufp4_paired_mdd.restype = ctypes.c_double
-    lib.ufp4_paired_mdd.argtypes = [ctypes.c_double, ctypes.c_size_t, ctypes.c_double, ctypes.c_double]
-    return lib
-
-
-def finite(x):
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def design(analysis, lib):
@@ -107,7 +91,7 @@ def main():
     if not isinstance(analysis, dict):
         fail("%s: not a JSON object" % path)
     try:
-        L, N, why = design(analysis, library())
+        L, N, why = design(analysis, library("schedule_design"))
     except ValueError as e:
         fail("%s: %s" % (path, e))
     for line in why:

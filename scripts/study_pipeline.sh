@@ -16,7 +16,8 @@
 #   6. the final BF16 phase: L and N by scripts/schedule_design.py, scripts/study_followup.sh
 #      schedule L N, its two registered analyses, the fixed-precision evaluation of the
 #      scheduled runs under their own 4-bit recipe (scripts/eval_runs.py, RESULTS.md 4's
-#      amendment) and the recovery analysis on it.
+#      amendment) and the recovery analysis on it; then R, R' and the precision effect from the
+#      three analyses (scripts/schedule_recovery.py).
 # After each seed pair scripts/study_archive.sh packs what has finished, for git (results/study,
 # results/fos, results/schedule), and each step first gets back what is packed. The decisions
 # are kept beside them and read back, never recomputed on another machine: the stage-2 look
@@ -197,4 +198,8 @@ if [[ ! -f $ev/analysis/analysis.json ]]; then
   "$ufp4" study --out "$sched/gaps" --seeds "$N" --depth "$L=$sched/L$L" "${gaps[@]}"
   "$ufp4" study --out "$ev/analysis" --seeds "$N" --depth "$L=$ev/L$L" "${recovery[@]}"
 fi
-step "done: $out/final, reports/fos/analysis, $sched/analysis, $sched/gaps, $ev/analysis"
+if [[ ! -f $sched/recovery.json ]]; then # R, R' and the precision effect from the three analyses
+  step "the final BF16 phase: the recovered fractions"
+  scripts/schedule_recovery.py --dir "$sched"
+fi
+step "done: $out/final, reports/fos/analysis, $sched/analysis, $sched/gaps, $ev/analysis, $sched/recovery.json"

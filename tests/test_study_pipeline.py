@@ -6,7 +6,7 @@ binary (study: stage2.json and analysis.json; eval: a loss line), and the real s
 Checked: an analysis binary built from a dirty tree is refused first; the steps run in the registered order and with their registered arguments (stage 1 in
 seed pairs to 12, the look, stage 2 to the n the look asks for, the final analysis with the drift
 and the three secondaries, Four Over Six in pairs to 12 and its analysis, the schedule at the L and
-N that scripts/schedule_design.py gives, its three analyses); every scheduled run is evaluated
+N that scripts/schedule_design.py gives, its three analyses and scripts/schedule_recovery.py on them); every scheduled run is evaluated
 under its own 4-bit recipe by the analysis binary; the follow-ups' runs are packed in
 results/fos and results/schedule (the schedule's with their evaluations, and without the copies
 of the study's runs, which its own archives bring back); the decisions are kept in results/
@@ -31,7 +31,8 @@ from py_checks import check, finish  # noqa: E402
 SRC = os.environ.get("UFP4_SOURCE_DIR", os.path.join(os.path.dirname(__file__), ".."))
 LIB = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(SRC, "build", "libufp4.so"))
 SCRIPTS = ("study_pipeline.sh", "study.sh", "study_archive.sh", "study_restore.sh", "study_followup.sh",
-           "copy_runs.py", "schedule_design.py", "eval_runs.py")
+           "copy_runs.py", "schedule_design.py", "eval_runs.py", "schedule_recovery.py",
+           "ufp4_ctypes.py")
 STAGE2_N = 13  # what the stand-in's look asks for: one stage-2 seed, an odd n
 SCHED_N = 14  # schedule_design.py's N for the stand-in's rows (ufp4_paired_n(0.5, 0.6)): beyond n
 
@@ -87,8 +88,16 @@ elif args[0] == "study":
         n = int(opt("--seeds"))
         rows = [{"depth": d, "rel_err": {"valid": True, "n": n, "mean": 1.0, "sd": 0.6, "p": p}}
                 for d, p in ((2, 0.001), (4, 0.01), (8, 0.02), (16, 0.2))]
+        # the secondaries 'X vs Y' as schedule_recovery.py reads them: each seed's value 1.0 against
+        # bf16 (the gap), 0.5 against anything else (the recovery), so R = 0.5
+        secs = [args[i + 1].split(" vs ") for i, a in enumerate(args) if a == "--secondary"]
+        sec = [{"recipe": x[0], "reference": x[-1] if len(x) > 1 else "bf16",
+                "d": {"p": 0.001, "holm_rejected": True}} for x in secs]
+        per = [[1.0 if e["reference"] == "bf16" else 0.5] * n for e in sec]
+        depths = [int(args[i + 1].split("=")[0]) for i, a in enumerate(args) if a == "--depth"]
         with open(os.path.join(out, "analysis.json"), "w") as f:
-            json.dump({"power": {"n": n}, "series": [{"recipe": "e2m1", "depths": rows}]}, f)
+            json.dump({"power": {"n": n}, "series": [{"recipe": "e2m1", "depths": rows}], "seeds": list(range(1, n + 1)),
+                       "depths": depths, "secondary": sec, "per_seed": {"secondary": per}}, f)
 else:
     sys.exit("stub: unknown command " + args[0])
 '''
@@ -192,6 +201,13 @@ def test_pipeline():
             evals = [n for n in names if n.startswith("eval-q/L8/runs/") and n.endswith("/run.json")]
             check(len(runs) == want and len(evals) == want_evals, "%s holds %d runs and %d evaluated, not %d and %d"
                   % (name, len(runs), len(evals), want, want_evals))
+        try:  # R from the three schedule analyses
+            with open(os.path.join(tmp, "reports", "schedule", "recovery.json")) as f:
+                rec = json.load(f)["recipes"]
+            check(all(rec[q]["R"] == 0.5 and rec[q]["R_prime"] == 0.5 for q in ("e2m1", "ufp4", "nvfp4")),
+                  "recovery.json: %s" % rec)
+        except (OSError, ValueError, KeyError) as e:
+            check(False, "reports/schedule/recovery.json: %s" % e)
         for kept in ("study/stage2.json", "study/final/analysis.json", "schedule/design.txt"):
             check(os.path.isfile(os.path.join(tmp, "results", kept)), "results/%s not kept" % kept)
         check(open(os.path.join(tmp, "results", "schedule", "design.txt")).read().splitlines()[-1]
