@@ -5,7 +5,7 @@ binary (study: stage2.json and analysis.json; eval: a loss line), and the real s
 
 Checked: an analysis binary built from a dirty tree is refused first; the steps run in the registered order and with their registered arguments (stage 1 in
 seed pairs to 12, the look, stage 2 to the n the look asks for, the final analysis with the drift
-and the three secondaries, Four Over Six in pairs to 12 and its analysis, the schedule at the L and
+and the three secondaries, Four Over Six in pairs to 12, its analysis and scripts/four_share.py's table, the schedule at the L and
 N that scripts/schedule_design.py gives, its three analyses and scripts/schedule_recovery.py on them); every scheduled run is evaluated
 under its own 4-bit recipe by the analysis binary; the follow-ups' runs are packed in
 results/fos and results/schedule (the schedule's with their evaluations, and without the copies
@@ -32,7 +32,7 @@ SRC = os.environ.get("UFP4_SOURCE_DIR", os.path.join(os.path.dirname(__file__), 
 LIB = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(SRC, "build", "libufp4.so"))
 SCRIPTS = ("study_pipeline.sh", "study.sh", "study_archive.sh", "study_restore.sh", "study_followup.sh",
            "copy_runs.py", "schedule_design.py", "eval_runs.py", "schedule_recovery.py",
-           "ufp4_ctypes.py")
+           "ufp4_ctypes.py", "four_share.py")
 STAGE2_N = 13  # what the stand-in's look asks for: one stage-2 seed, an odd n
 SCHED_N = 14  # schedule_design.py's N for the stand-in's rows (ufp4_paired_n(0.5, 0.6)): beyond n
 
@@ -65,6 +65,9 @@ if args[0] == "compare":
                 open(os.path.join(d, "ckpt", "step_00002000", f), "w").close()
             with open(os.path.join(d, "metrics.jsonl"), "w") as f:
                 f.write('{"step":2000,"loss":4.5}\n{"step":2000,"val_loss":4.6}\n')
+            if "4over6" in name:  # what scripts/four_share.py reads
+                with open(os.path.join(d, "diagnostics.jsonl"), "w") as f:
+                    f.write('{"step":1500,"layer":0,"proj":"q","operand":"fprop.x","four_share":0.25}\n')
             with open(rec, "w") as f:
                 f.write('{"commit": "%(commit)s", "state": "finished"}')
             with open(os.path.join(here, "trained.log"), "a") as f:
@@ -201,6 +204,13 @@ def test_pipeline():
             evals = [n for n in names if n.startswith("eval-q/L8/runs/") and n.endswith("/run.json")]
             check(len(runs) == want and len(evals) == want_evals, "%s holds %d runs and %d evaluated, not %d and %d"
                   % (name, len(runs), len(evals), want, want_evals))
+        try:  # the 4/6 choice: every 4/6 run of the 12 seeds at the 4 depths
+            with open(os.path.join(tmp, "reports", "fos", "four_share.json")) as f:
+                shares = json.load(f)["runs"]
+            check(len(shares) == 2 * 12 * 4 and all(r["operands"]["fprop.x"]["mean"] == 0.25 for r in shares),
+                  "four_share.json: %d runs" % len(shares))
+        except (OSError, ValueError, KeyError) as e:
+            check(False, "reports/fos/four_share.json: %s" % e)
         try:  # R from the three schedule analyses
             with open(os.path.join(tmp, "reports", "schedule", "recovery.json")) as f:
                 rec = json.load(f)["recipes"]
