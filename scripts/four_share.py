@@ -21,20 +21,15 @@ import os
 import re
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from study_common import read_json_object  # noqa: E402
+
 OPERANDS = ("fprop.x", "fprop.w", "dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x")
 
 
 def fail(msg):
     print("four_share: " + msg, file=sys.stderr)
     sys.exit(2)
-
-
-def read_json(path):
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, ValueError) as e:
-        fail("%s: cannot be read as JSON (%s)" % (path, e))
 
 
 def run_shares(path):
@@ -93,8 +88,8 @@ def main():
                 shares = run_shares(diag)
                 if not shares:
                     continue
-                state = read_json(os.path.join(run, "run.json"))
-                if not isinstance(state, dict) or state.get("state") != "finished":
+                state = read_json_object("four_share", os.path.join(run, "run.json"))
+                if state.get("state") != "finished":
                     skipped.append(run)
                     continue
                 result.append({"folder": folder, "recipe": recipe, "seed": seed, "commit": state.get("commit"),

@@ -24,12 +24,11 @@ Prints the reasoning and, last, the command: `scripts/study_followup.sh schedule
 when the file is missing, not the study's analysis (no e2m1 series), or the library is not found
 ($UFP4_LIBRARY, else build/libufp4.so next to scripts/)."""
 import ctypes
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ufp4_ctypes import finite, library  # noqa: E402
+from study_common import finite, library, read_json_object  # noqa: E402
 
 ALPHA, POWER, N_CAP = 0.05, 0.8, 24
 
@@ -83,13 +82,7 @@ def main():
     if len(sys.argv) > 2 or (len(sys.argv) == 2 and sys.argv[1].startswith("-")):
         fail("usage: scripts/schedule_design.py [reports/study/final/analysis.json]")
     path = sys.argv[1] if len(sys.argv) == 2 else "reports/study/final/analysis.json"
-    try:
-        with open(path) as f:
-            analysis = json.load(f)
-    except (OSError, ValueError) as e:
-        fail("%s: cannot be read as JSON (%s)" % (path, e))
-    if not isinstance(analysis, dict):
-        fail("%s: not a JSON object" % path)
+    analysis = read_json_object("schedule_design", path)
     try:
         L, N, why = design(analysis, library("schedule_design"))
     except ValueError as e:

@@ -32,7 +32,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ufp4_ctypes import finite, library  # noqa: E402
+from study_common import finite, library, read_json_object  # noqa: E402
 
 RECIPES = ("e2m1", "ufp4", "nvfp4")
 SCHEDULED = "%s@0,bf16@0.9"
@@ -45,13 +45,7 @@ def fail(msg):
 
 def load(path, reference):
     """(seeds, depths, {q: (per-seed values, test)}) of one analysis whose secondaries are 'q vs reference(q)'."""
-    try:
-        with open(path) as f:
-            a = json.load(f)
-    except (OSError, ValueError) as e:
-        fail("%s: cannot be read as JSON (%s)" % (path, e))
-    if not isinstance(a, dict):
-        fail("%s: not a JSON object" % path)
+    a = read_json_object("schedule_recovery", path)
     seeds, depths = a.get("seeds"), a.get("depths")
     if not isinstance(seeds, list) or len(seeds) < 2 or not all(isinstance(s, int) for s in seeds):
         fail("%s: no list of at least two seeds (not a `ufp4 study` analysis?)" % path)

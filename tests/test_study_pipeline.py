@@ -32,7 +32,7 @@ SRC = os.environ.get("UFP4_SOURCE_DIR", os.path.join(os.path.dirname(__file__), 
 LIB = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(SRC, "build", "libufp4.so"))
 SCRIPTS = ("study_pipeline.sh", "study.sh", "study_archive.sh", "study_restore.sh", "study_followup.sh",
            "copy_runs.py", "schedule_design.py", "eval_runs.py", "schedule_recovery.py",
-           "ufp4_ctypes.py", "four_share.py")
+           "study_common.py", "four_share.py")
 STAGE2_N = 13  # what the stand-in's look asks for: one stage-2 seed, an odd n
 SCHED_N = 14  # schedule_design.py's N for the stand-in's rows (ufp4_paired_n(0.5, 0.6)): beyond n
 
