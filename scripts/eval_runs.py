@@ -41,7 +41,7 @@ import sys
 import tempfile
 
 COMMIT_RE = re.compile(r"\bcommit (\S+)")  # `ufp4 version`: "ufp4 X.Y.Z commit NAME (...)", NAME as git describes
-LOSS_RE = re.compile(r"  loss (\S+)  perplexity")  # `ufp4 eval`'s line: "...  loss %.6f  perplexity %.4f"
+LOSS_RE = re.compile(r"  loss (\S+)  perplexity")  # `ufp4 eval`'s line: "...  loss %.9g  perplexity %.4f"
 
 
 def fail(msg, code=2):

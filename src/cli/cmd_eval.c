@@ -62,7 +62,9 @@ int ufp4_cmd_eval(int argc, char **argv) {
   ufp4_eval_result res;
   if (ufp4_eval_checkpoint(o.ckpt, o.data, o.recipe, o.batches, (int)o.batch, &res))
     return cli_error("eval", NULL);
-  printf("checkpoint %s  data %s  batches %ld x %ld x %d  loss %.6f  perplexity %.4f\n", o.ckpt,
+  /* The loss with 9 significant digits, as metrics.jsonl writes val_loss (ufp4_json_num), so an
+   * evaluation reads back as the run's own line does. */
+  printf("checkpoint %s  data %s  batches %ld x %ld x %d  loss %.9g  perplexity %.4f\n", o.ckpt,
          res.path, res.batches, o.batch, res.seq_len, res.loss, exp(res.loss));
   return 0;
 }
