@@ -48,7 +48,7 @@ npm_pack() { # spec sha1 -> path of the verified tarball
   command -v npm >/dev/null 2>&1 || die "npm is not installed (run scripts/setup.sh)"
   out="$(cd "$tmp" && npm pack "$spec" --silent 2>"$tmp/npm.err" | tail -n 1)" ||
     die "npm pack $spec failed: $(tail -n 3 "$tmp/npm.err")"
-  [ -n "$out" ] && [ -f "$tmp/$out" ] || die "npm pack $spec produced no tarball"
+  if [ -z "$out" ] || [ ! -f "$tmp/$out" ]; then die "npm pack $spec produced no tarball"; fi
   got="$(sha1sum "$tmp/$out" | cut -d' ' -f1)"
   [ "$got" = "$want" ] || die "$spec: tarball sha1 is $got, expected $want (corrupted download?)"
   echo "$tmp/$out"

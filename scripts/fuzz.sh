@@ -19,9 +19,11 @@ SEED=${FUZZ_SEED:-1}
 B=build-fuzz
 CC=clang cmake -S . -B $B -DUFP4_FUZZ=ON -DUFP4_MPI=OFF -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build $B -j "$(nproc)" --target fuzz_all
-targets=$(ls fuzz/fuzz_*.c | sed 's#fuzz/\(.*\)\.c#\1#')
-for t in $targets; do [ -d "fuzz/corpus/${t#fuzz_}" ] || { python3 fuzz/make_corpus.py; break; }; done
+targets=()
+for f in fuzz/fuzz_*.c; do f=${f#fuzz/}; targets+=("${f%.c}"); done
+for t in "${targets[@]}"; do [ -d "fuzz/corpus/${t#fuzz_}" ] || { python3 fuzz/make_corpus.py; break; }; done
 mkdir -p $B/artifacts $B/logs
+# shellcheck disable=SC2317 # run_one is called through xargs (bash -c 'run_one ...'), not here
 run_one() {
   local t=$1 name=${1#fuzz_} corpus limit
   if [ -n "$RUNS" ]; then
@@ -53,9 +55,9 @@ export -f run_one
 export B SECONDS_EACH RUNS SEED
 if [ -n "$RUNS" ]; then echo "fuzz: $RUNS inputs per target, seed $SEED"; else echo "fuzz: ${SECONDS_EACH} s per target"; fi
 status=0
-printf '%s\n' $targets | xargs -P "$JOBS" -I{} bash -c 'run_one {}' || status=1
+printf '%s\n' "${targets[@]}" | xargs -P "$JOBS" -I{} bash -c 'run_one {}' || status=1
 : >"$B/fuzz-stats.txt"
-for t in $targets; do
+for t in "${targets[@]}"; do
   n=${t#fuzz_}
   echo "$t $(grep -E 'stat::(number_of_executed_units|average_exec_per_sec|new_units_added)' "$B/logs/$n.log" | awk '{printf "%s ", $0}')" >>"$B/fuzz-stats.txt"
 done

@@ -115,7 +115,7 @@ for ((n = 2; n <= seeds + 1; n += 2)); do
     ckpt=$out/L16/runs/bf16/seed$s/ckpt/step_00002000
     # Measured unless it ended: drift.json is written before the plots, and drift.log when ufp4
     # drift exits (it names drift_backward.svg), so a measurement that was cut short is redone.
-    [[ -d "$ckpt" ]] && ! grep -qs 'drift_backward\.svg' "$out/drift/seed$s/drift.log" || continue
+    if [[ ! -d $ckpt ]] || grep -qs 'drift_backward\.svg' "$out/drift/seed$s/drift.log"; then continue; fi
     echo "== $(date -u +%FT%TZ) drift of seed $s (L=16, bf16, step 2000)"
     mkdir -p "$out/drift/seed$s"
     "$bin" drift --checkpoint "$ckpt" --data "$data" --out "$out/drift/seed$s" --recipes e2m1,ufp4 \

@@ -62,8 +62,13 @@ gate=${ARCHIVE_GATE:-}
 skip_copies=${ARCHIVE_SKIP_COPIES:-0}
 abs_out=$(cd "$out" 2>/dev/null && pwd -P) || abs_out=$out # copy_runs.py logs real paths
 # Whether run folder $2 (relative to OUT) is a copy listed in OUT/L$1/copied_runs.txt, whose lines
-# end "-> DESTINATION" (copy_runs.py writes absolute paths).
-copied() { [[ -f $out/L$1/copied_runs.txt ]] && awk -v p="$abs_out/$2" '$NF == p { f = 1 } END { exit !f }' "$out/L$1/copied_runs.txt"; }
+# end " -> DESTINATION" (copy_runs.py writes absolute paths; a path may hold spaces, so the whole
+# end of the line is compared, not its last word).
+copied() {
+  [[ -f $out/L$1/copied_runs.txt ]] &&
+    awk -v s=" -> $abs_out/$2" 'substr($0, length($0) - length(s) + 1) == s { f = 1 } END { exit !f }' \
+      "$out/L$1/copied_runs.txt"
+}
 if ((${#recipes[@]} == 0 || ${#depths[@]} == 0)) || [[ $drift != [01] || $skip_copies != [01] ]] ||
   [[ -n $gate && ( ! -d $gate || $gate != "$out"/* ) ]]; then
   echo "study_archive.sh: ARCHIVE_RECIPES and ARCHIVE_DEPTHS must be non-empty, ARCHIVE_DRIFT and" \
@@ -79,10 +84,10 @@ for L in "${depths[@]}"; do
   for ((a = 1; a <= seeds; a += 2)); do
     b=$((a + 1))
     file=$dest/L$L-seeds$a-$b.tar.xz
-    pair=($a $b)
+    pair=("$a" "$b")
     if ((b > seeds)); then # an odd final n: its last seed alone
       file=$dest/L$L-seed$a.tar.xz
-      pair=($a)
+      pair=("$a")
     fi
     [[ -f $file ]] && continue
     if ((L == 16 && drift)); then

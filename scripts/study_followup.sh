@@ -62,6 +62,7 @@ if [[ ! -f "$final/analysis.json" ]]; then
   echo "unread until its final analysis (docs/STUDY.md section 6); run that first" >&2
   exit 2
 fi
+# shellcheck disable=SC2016 # the sed pattern matches a literal ${STUDY_COMMIT:-...}
 study_commit=${STUDY_COMMIT:-$(sed -n 's/^STUDY_COMMIT=\${STUDY_COMMIT:-\([0-9a-f]*\)}$/\1/p' scripts/study.sh)}
 if [[ -z "$study_commit" ]] || ! "$bin" version 2>/dev/null | grep -q "commit ${study_commit:0:12}"; then
   echo "study_followup.sh: $bin is not the study's binary (${study_commit:0:12}); scripts/study.sh builds it" >&2

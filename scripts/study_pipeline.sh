@@ -44,9 +44,10 @@ export STUDY_OUT=$out
 ufp4=${STUDY_ANALYSIS:-build/ufp4}
 
 step() { echo "== $(date -u +%FT%TZ) pipeline: $*"; }
-depths() { # --depth L=DIR for L = 2, 4, 8, 16 under folder $1
+depths() { # sets depth_args to --depth L=DIR for L = 2, 4, 8, 16 under folder $1 (any path)
   local L
-  for L in 2 4 8 16; do printf -- '--depth %s=%s/L%s ' "$L" "$1" "$L"; done
+  depth_args=()
+  for L in 2 4 8 16; do depth_args+=(--depth "$L=$1/L$L"); done
 }
 json_int() { # the integer at a path of keys in a JSON file, or exit 2 naming the file
   python3 - "$@" <<'EOF'
@@ -95,8 +96,8 @@ if [[ ! -f $out/stage2/stage2.json ]]; then
   step "stage 1"
   scripts/study.sh 12
   step "the stage-2 look (the sd of H1's statistic only)"
-  # shellcheck disable=SC2046 # depths() is a list of words
-  "$ufp4" study --sd-only --seeds 12 --out "$out/stage2" $(depths "$out")
+  depths "$out"
+  "$ufp4" study --sd-only --seeds 12 --out "$out/stage2" "${depth_args[@]}"
   cp "$out/stage2/stage2.json" results/study/stage2.json
 fi
 n=$(json_int "$out/stage2/stage2.json" stage2 n_needed)
@@ -113,8 +114,8 @@ if [[ ! -f $out/final/analysis.json ]]; then
   scripts/study_archive.sh "$out" "$n"
   # 4. The final analysis (STUDY.md section 9; the secondaries of section 4).
   step "the final analysis"
-  # shellcheck disable=SC2046
-  "$ufp4" study --seeds "$n" --out "$out/final" $(depths "$out") --drift "$out/drift" \
+  depths "$out"
+  "$ufp4" study --seeds "$n" --out "$out/final" "${depth_args[@]}" --drift "$out/drift" \
     --secondary nvfp4 --secondary 'e2m1,scale=nvfp4' --secondary 'e2m1,tile2d=1'
   rm -rf results/study/final.tmp
   cp -R "$out/final" results/study/final.tmp
@@ -135,16 +136,15 @@ if [[ ! -f reports/fos/analysis/analysis.json ]]; then
     fos_archive
   done
   step "Four Over Six: the analysis"
-  # shellcheck disable=SC2046
-  "$ufp4" study --out reports/fos/analysis --seeds 12 $(depths reports/fos) \
+  depths reports/fos
+  "$ufp4" study --out reports/fos/analysis --seeds 12 "${depth_args[@]}" \
     --secondary 'e2m1-4over6 vs e2m1' --secondary 'nvfp4-4over6 vs nvfp4' \
     --secondary 'e2m1-4over6 vs ufp4' --secondary 'nvfp4-4over6 vs ufp4'
 fi
 if [[ ! -f reports/fos/four_share.json ]]; then # the 4/6 choice per run and operand (descriptive)
   step "Four Over Six: the share of blocks that kept the 4-scale"
   # A descriptive table: its failure (named above) does not hold up the schedule; the next call tries again.
-  # shellcheck disable=SC2046
-  scripts/four_share.py $(printf 'reports/fos/L%s ' 2 4 8 16) --json reports/fos/four_share.json \
+  scripts/four_share.py reports/fos/L{2,4,8,16} --json reports/fos/four_share.json \
     > reports/fos/four_share.md || echo "study_pipeline.sh: scripts/four_share.py failed; going on" >&2
 fi
 

@@ -3,16 +3,19 @@
 (compare, drift: run folders with a checkpoint, as the real one leaves them) and for the analysis
 binary (study: stage2.json and analysis.json; eval: a loss line), and the real scripts it calls.
 
-Checked: an analysis binary built from a dirty tree is refused first; the steps run in the registered order and with their registered arguments (stage 1 in
-seed pairs to 12, the look, stage 2 to the n the look asks for, the final analysis with the drift
-and the three secondaries, Four Over Six in pairs to 12, its analysis and scripts/four_share.py's table, the schedule at the L and
-N that scripts/schedule_design.py gives, its three analyses and scripts/schedule_recovery.py on them); every scheduled run is evaluated
-under its own 4-bit recipe by the analysis binary; the follow-ups' runs are packed in
-results/fos and results/schedule (the schedule's with their evaluations, and without the copies
-of the study's runs, which its own archives bring back); the decisions are kept in results/
-(stage2.json, final/, design.txt); a machine lost in the middle of the schedule loses no pair
-finished and evaluated before it; and on a fresh machine (reports/ and .study/ gone) a call gets
-everything back from results/, reads the decisions back, and trains and evaluates nothing. The study's n is odd (13) and the schedule's N (14) exceeds it.
+Checked: an analysis binary built from a dirty tree is refused first; the steps run in the
+registered order and with their registered arguments (stage 1 in seed pairs to 12, the look, stage 2
+to the n the look asks for, the final analysis with the drift and the three secondaries, Four Over
+Six in pairs to 12, its analysis and scripts/four_share.py's table, the schedule at the L and N that
+scripts/schedule_design.py gives, its three analyses and scripts/schedule_recovery.py on them);
+every scheduled run is evaluated under its own 4-bit recipe by the analysis binary; the follow-ups'
+runs are packed in results/fos and results/schedule (the schedule's with their evaluations, and
+without the copies of the study's runs, which its own archives bring back); the decisions are kept
+in results/ (stage2.json, final/, design.txt); a machine lost in the middle of the schedule loses no
+pair finished and evaluated before it; and on a fresh machine (reports/ and .study/ gone) a call
+gets everything back from results/, reads the decisions back, and trains and evaluates nothing. The
+scratch tree's path holds a space, and each --depth the analyses get must name a folder of runs. The
+study's n is odd (13) and the schedule's N (14) exceeds it.
 
     test_study_pipeline.py LIBUFP4     (schedule_design.py calls ufp4_paired_n through it)"""
 import hashlib
@@ -97,7 +100,11 @@ elif args[0] == "study":
         sec = [{"recipe": x[0], "reference": x[-1] if len(x) > 1 else "bf16",
                 "d": {"p": 0.001, "holm_rejected": True}} for x in secs]
         per = [[1.0 if e["reference"] == "bf16" else 0.5] * n for e in sec]
-        depths = [int(args[i + 1].split("=")[0]) for i, a in enumerate(args) if a == "--depth"]
+        depth_args = [args[i + 1] for i, a in enumerate(args) if a == "--depth"]
+        for d in depth_args:  # each one word L=DIR, DIR a folder of runs
+            if not re.fullmatch(r"[0-9]+=.+", d) or not os.path.isdir(os.path.join(d.split("=", 1)[1], "runs")):
+                sys.exit("stub: --depth %%s is not L=DIR of a folder of runs" %% d)
+        depths = [int(d.split("=")[0]) for d in depth_args]
         with open(os.path.join(out, "analysis.json"), "w") as f:
             json.dump({"power": {"n": n}, "series": [{"recipe": "e2m1", "depths": rows}], "seeds": list(range(1, n + 1)),
                        "depths": depths, "secondary": sec, "per_seed": {"secondary": per}}, f)
@@ -113,7 +120,8 @@ def lines(path):
 def test_pipeline():
     with open(os.path.join(SRC, "scripts", "study.sh")) as f:
         commit = re.search(r"^STUDY_COMMIT=\$\{STUDY_COMMIT:-([0-9a-f]+)\}$", f.read(), re.M).group(1)
-    with tempfile.TemporaryDirectory() as tmp:
+    # A space in the tree's path: every absolute path the scripts pass on must stay one word.
+    with tempfile.TemporaryDirectory(prefix="ufp4 pipeline ") as tmp:
         os.makedirs(os.path.join(tmp, "scripts"))
         for name in SCRIPTS:
             shutil.copy(os.path.join(SRC, "scripts", name), os.path.join(tmp, "scripts", name))
