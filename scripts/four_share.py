@@ -22,14 +22,14 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import study_common  # noqa: E402
 from study_common import read_json_object  # noqa: E402
 
 OPERANDS = ("fprop.x", "fprop.w", "dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x")
 
 
 def fail(msg):
-    print("four_share: " + msg, file=sys.stderr)
-    sys.exit(2)
+    study_common.fail("four_share", msg)
 
 
 def run_shares(path):

@@ -28,14 +28,14 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import study_common  # noqa: E402
 from study_common import finite, library, read_json_object  # noqa: E402
 
 ALPHA, POWER, N_CAP = 0.05, 0.8, 24
 
 
 def fail(msg):
-    print("schedule_design: " + msg, file=sys.stderr)
-    sys.exit(2)
+    study_common.fail("schedule_design", msg)
 
 
 def design(analysis, lib):

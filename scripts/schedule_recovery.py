@@ -32,6 +32,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import study_common  # noqa: E402
 from study_common import finite, library, read_json_object  # noqa: E402
 
 RECIPES = ("e2m1", "ufp4", "nvfp4")
@@ -39,8 +40,7 @@ SCHEDULED = "%s@0,bf16@0.9"
 
 
 def fail(msg):
-    print("schedule_recovery: " + msg, file=sys.stderr)
-    sys.exit(2)
+    study_common.fail("schedule_recovery", msg)
 
 
 def load(path, reference):

@@ -3,7 +3,8 @@
 
     scripts/study_status.py [OUT] [--seeds N] [--ranks R]
         OUT     the study folder (default reports/study)
-        --seeds the stage's number of seeds (default 12, stage 1)
+        --seeds the number of seeds (default: the n of the stage-2 look, OUT/stage2/stage2.json's
+                stage2.n_needed, once it exists; before it, 12, stage 1)
         --ranks processes the study runs at once (default 2, scripts/study.sh's STUDY_NP)
 
 For each depth: the runs finished, running (with the step of their newest checkpoint, where a
@@ -81,12 +82,29 @@ def depth_status(out, depth, seeds):
     return finished, running, waiting, speed, left_tokens, spent_s
 
 
+def look_seeds(out):
+    """The n the stage-2 look asked for (OUT/stage2/stage2.json), or 12 before the look."""
+    path = os.path.join(out, "stage2", "stage2.json")
+    if not os.path.exists(path):
+        return 12
+    try:
+        with open(path) as f:
+            n = json.load(f)["stage2"]["n_needed"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit("study_status: %s: no stage2.n_needed (%s); give --seeds" % (path, e))
+    if not isinstance(n, int) or isinstance(n, bool):
+        sys.exit("study_status: %s: stage2.n_needed %r is not an integer; give --seeds" % (path, n))
+    return n
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("out", nargs="?", default="reports/study")
-    ap.add_argument("--seeds", type=int, default=12)
+    ap.add_argument("--seeds", type=int)
     ap.add_argument("--ranks", type=int, default=2)
     a = ap.parse_args()
+    if a.seeds is None:
+        a.seeds = look_seeds(a.out)
     if not 1 <= a.seeds <= 24 or a.ranks < 1:
         sys.exit("study_status: --seeds must be 1..24 and --ranks at least 1")
     if not os.path.isdir(a.out):

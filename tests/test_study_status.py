@@ -2,7 +2,8 @@
 """scripts/study_status.py on a made-up study folder: the counts per depth, a running run's
 checkpoint step, the training time left at the finished runs' median speed (checked against the
 arithmetic done here), a depth with no speed yet marked as not counted, the drift seeds, and no
-loss printed anywhere (the study's blinding). Bad arguments and a missing folder are refused."""
+loss printed anywhere (the study's blinding); without --seeds, 12 before the stage-2 look and its n
+after. Bad arguments, a broken stage2.json and a missing folder are refused."""
 import json
 import os
 import subprocess
@@ -80,6 +81,21 @@ def main():
         for bad in (["--seeds", "0"], ["--seeds", "25"], ["--ranks", "0"]):
             rc, text = status(out, *bad)
             check(rc != 0 and "study_status" in text, "%s accepted: %s" % (bad, text))
+        # Without --seeds: 12 before the stage-2 look, then the look's n; a broken look is named.
+        rc, text = status(out)
+        check(rc == 0 and "12 seeds x 7 recipes" in text, "default before the look: %d %s" % (rc, text))
+        os.makedirs(os.path.join(out, "stage2"))
+        look = os.path.join(out, "stage2", "stage2.json")
+        with open(look, "w") as f:
+            json.dump({"stage2": {"n_needed": 2, "sd_pp": 0.1}}, f)
+        rc, text = status(out)
+        check(rc == 0 and "2 seeds x 7 recipes" in text and "13 of 56 runs" in text,
+              "default after the look: %d %s" % (rc, text))
+        for broken in ('{"stage2": {"n_needed": 2.5}}', '{"stage2": {}}', "{"):
+            with open(look, "w") as f:
+                f.write(broken)
+            rc, text = status(out)
+            check(rc != 0 and look in text, "stage2.json %s: %d %s" % (broken, rc, text))
         rc, text = status(os.path.join(tmp, "nowhere"))
         check(rc != 0 and "no study folder" in text, "a missing folder: %d %s" % (rc, text))
 
