@@ -19,7 +19,7 @@
  *   rht-signs=S     random (default: Philox from seed, rht.h) or nvidia (needs rht=16)
  *   seed=S, stream=N  u64 (decimal or 0x hex): stochastic rounding, and the random signs
  * The empty string is the default format. The same values given as CLI flags quantize to the same
- * bits (tests/test_python.py checks it against `ufp4 quantize`). */
+ * bits (tests/test_python_numpy.py checks it against `ufp4 quantize`). */
 #ifndef UFP4_CAPI_H
 #define UFP4_CAPI_H
 
