@@ -1,4 +1,4 @@
-"""What the study's Python scripts (schedule_design.py, schedule_recovery.py, four_share.py) share:
+"""What the study's Python scripts (schedule_design.py, schedule_recovery.py, operand_table.py) share:
 reading a JSON object from a file, and libufp4's statistics through ctypes (the functions `ufp4
 study` and `compare` use, so a script's figures are the tool's own; the library is $UFP4_LIBRARY,
 else build/libufp4.so beside scripts/). Every error exits 2 with the script's name and the path."""

@@ -13,7 +13,8 @@
 #   3. stage 2: scripts/study.sh n, when n > 12;
 #   4. the final analysis at n, with the drift measurements and the secondary recipes;
 #   5. Four Over Six: scripts/study_followup.sh fos, then its registered analysis (RESULTS.md 5)
-#      and the 4/6 choice per run and operand (scripts/four_share.py);
+#      and, per run and operand, the 4/6 choice and the training side of the alpha, SQNR and
+#      shrink-bias comparison (scripts/operand_table.py);
 #   6. the final BF16 phase: L and N by scripts/schedule_design.py, scripts/study_followup.sh
 #      schedule L N, its two registered analyses, the fixed-precision evaluation of the
 #      scheduled runs under their own 4-bit recipe (scripts/eval_runs.py, RESULTS.md 4's
@@ -141,12 +142,16 @@ if [[ ! -f reports/fos/analysis/analysis.json ]]; then
     --secondary 'e2m1-4over6 vs e2m1' --secondary 'nvfp4-4over6 vs nvfp4' \
     --secondary 'e2m1-4over6 vs ufp4' --secondary 'nvfp4-4over6 vs ufp4'
 fi
-if [[ ! -f reports/fos/four_share.json ]]; then # the 4/6 choice per run and operand (descriptive)
-  step "Four Over Six: the share of blocks that kept the 4-scale"
-  # A descriptive table: its failure (named above) does not hold up the schedule; the next call tries again.
-  scripts/four_share.py reports/fos/L{2,4,8,16} --json reports/fos/four_share.json \
-    > reports/fos/four_share.md || echo "study_pipeline.sh: scripts/four_share.py failed; going on" >&2
-fi
+# The diagnostics per run and operand (descriptive): the 4/6 choice, and alpha, SQNR, shrink bias,
+# underflow and clipping of all five recipes in training.
+for q in four_share alpha sqnr_db shrink_bias underflow clipped; do
+  if [[ ! -f reports/fos/$q.json ]]; then
+    step "Four Over Six: $q per run and operand"
+    # A descriptive table: its failure (named by the script) does not hold up the schedule; the next call tries again.
+    scripts/operand_table.py reports/fos/L{2,4,8,16} --quantity "$q" --json "reports/fos/$q.json" \
+      > "reports/fos/$q.md" || echo "study_pipeline.sh: scripts/operand_table.py --quantity $q failed; going on" >&2
+  fi
+done
 
 # 6. The final BF16 phase (RESULTS.md section 4, with its amendment of 2026-12-02: the scheduled
 #    runs evaluated again under their own 4-bit recipe). Two seeds a call; after each, the new
@@ -210,4 +215,4 @@ if [[ ! -f $sched/recovery.json ]]; then # R, R' and the precision effect from t
   step "the final BF16 phase: the recovered fractions"
   scripts/schedule_recovery.py --dir "$sched"
 fi
-step "done: $out/final, reports/fos/analysis, reports/fos/four_share.md, $sched/analysis, $sched/gaps, $ev/analysis, $sched/recovery.json"
+step "done: $out/final, reports/fos/analysis, reports/fos/*.md, $sched/analysis, $sched/gaps, $ev/analysis, $sched/recovery.json"

@@ -6,7 +6,8 @@ binary (study: stage2.json and analysis.json; eval: a loss line), and the real s
 Checked: an analysis binary built from a dirty tree is refused first; the steps run in the
 registered order and with their registered arguments (stage 1 in seed pairs to 12, the look, stage 2
 to the n the look asks for, the final analysis with the drift and the three secondaries, Four Over
-Six in pairs to 12, its analysis and scripts/four_share.py's table, the schedule at the L and N that
+Six in pairs to 12, its analysis and scripts/operand_table.py's six tables (the 4/6 choice of its
+two presets; alpha and the others of all five recipes), the schedule at the L and N that
 scripts/schedule_design.py gives, its three analyses and scripts/schedule_recovery.py on them);
 every scheduled run is evaluated under its own 4-bit recipe by the analysis binary; the follow-ups'
 runs are packed in results/fos and results/schedule (the schedule's with their evaluations, and
@@ -35,7 +36,7 @@ SRC = os.environ.get("UFP4_SOURCE_DIR", os.path.join(os.path.dirname(__file__), 
 LIB = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(SRC, "build", "libufp4.so"))
 SCRIPTS = ("study_pipeline.sh", "study.sh", "study_archive.sh", "study_restore.sh", "study_followup.sh",
            "copy_runs.py", "schedule_design.py", "eval_runs.py", "schedule_recovery.py",
-           "study_common.py", "four_share.py")
+           "study_common.py", "operand_table.py")
 STAGE2_N = 13  # what the stand-in's look asks for: one stage-2 seed, an odd n
 SCHED_N = 14  # schedule_design.py's N for the stand-in's rows (ufp4_paired_n(0.5, 0.6)): beyond n
 
@@ -68,9 +69,11 @@ if args[0] == "compare":
                 open(os.path.join(d, "ckpt", "step_00002000", f), "w").close()
             with open(os.path.join(d, "metrics.jsonl"), "w") as f:
                 f.write('{"step":2000,"loss":4.5}\n{"step":2000,"val_loss":4.6}\n')
-            if "4over6" in name:  # what scripts/four_share.py reads
+            if name not in ("bf16", "fp32"):  # what scripts/operand_table.py reads: four_share for 4/6 only
+                share = ',"four_share":0.25' if "4over6" in name else ""
                 with open(os.path.join(d, "diagnostics.jsonl"), "w") as f:
-                    f.write('{"step":1500,"layer":0,"proj":"q","operand":"fprop.x","four_share":0.25}\n')
+                    f.write('{"step":1500,"layer":0,"proj":"q","operand":"fprop.x","alpha":0.97,"sqnr_db":18.5,'
+                            '"shrink_bias":-0.01,"underflow":0.05,"clipped":0.001%%s}\n' %% share)
             with open(rec, "w") as f:
                 f.write('{"commit": "%(commit)s", "state": "finished"}')
             with open(os.path.join(here, "trained.log"), "a") as f:
@@ -212,13 +215,18 @@ def test_pipeline():
             evals = [n for n in names if n.startswith("eval-q/L8/runs/") and n.endswith("/run.json")]
             check(len(runs) == want and len(evals) == want_evals, "%s holds %d runs and %d evaluated, not %d and %d"
                   % (name, len(runs), len(evals), want, want_evals))
-        try:  # the 4/6 choice: every 4/6 run of the 12 seeds at the 4 depths
-            with open(os.path.join(tmp, "reports", "fos", "four_share.json")) as f:
-                shares = json.load(f)["runs"]
-            check(len(shares) == 2 * 12 * 4 and all(r["operands"]["fprop.x"]["mean"] == 0.25 for r in shares),
-                  "four_share.json: %d runs" % len(shares))
-        except (OSError, ValueError, KeyError) as e:
-            check(False, "reports/fos/four_share.json: %s" % e)
+        # the 4/6 choice: every 4/6 run of the 12 seeds at the 4 depths; the other measures: all five
+        # recipes (the copies of the study's e2m1, nvfp4 and ufp4 runs too)
+        for q, runs, value in (("four_share", 2, 0.25), ("alpha", 5, 0.97), ("sqnr_db", 5, 18.5),
+                               ("shrink_bias", 5, -0.01), ("underflow", 5, 0.05), ("clipped", 5, 0.001)):
+            try:
+                with open(os.path.join(tmp, "reports", "fos", q + ".json")) as f:
+                    got = json.load(f)["runs"]
+                check(len(got) == runs * 12 * 4 and all(r["operands"]["fprop.x"]["mean"] == value for r in got)
+                      and os.path.getsize(os.path.join(tmp, "reports", "fos", q + ".md")) > 0,
+                      "%s.json: %d runs, not %d" % (q, len(got), runs * 12 * 4))
+            except (OSError, ValueError, KeyError) as e:
+                check(False, "reports/fos/%s.json: %s" % (q, e))
         try:  # R from the three schedule analyses
             with open(os.path.join(tmp, "reports", "schedule", "recovery.json")) as f:
                 rec = json.load(f)["recipes"]
