@@ -162,16 +162,16 @@ static void test_fd_k2_drops(void **st) {
 /* ---- quantization blocks never mix experts -------------------------------------------------------- */
 
 /* Expert e alone: its admitted tokens gathered in admission order and padded with zero rows to a
- * multiple of 16, run through the same linear calls (same streams) as a stand-alone SwiGLU MLP.
+ * multiple of A (16; mxfp4's RHT64 on Wgrad rotates along the tokens in blocks of 64), run through the same linear calls (same streams) as a stand-alone SwiGLU MLP.
  * Its three Wgrads must equal the block's bit for bit. A block that packed the groups without
  * padding would fail: a 1x16 block (and the RHT16 of Wgrad along tokens) would then hold rows of
  * two experts, whose magnitudes here differ by 30x, so the shared amax would change the smaller
  * expert's codes; and even a per-expert call on the unpadded rows would lay the SR stream out over
  * a different row length (and RHT16 would refuse a token count that is not a multiple of 16). */
-static void check_isolation(const char *spec) {
-  ufp4_moe_config cfg = {.n_experts = 3, .top_k = 2, .expert_ffn = 32, .shared_ffn = 16, .capacity_factor = 0.9f,
+static void check_isolation(const char *spec, size_t A, int C, const char *before) {
+  const int Fe = C;
+  ufp4_moe_config cfg = {.n_experts = 3, .top_k = 2, .expert_ffn = Fe, .shared_ffn = (int)A, .capacity_factor = 0.9f,
                          .aux_coef = 0.01f};
-  const int C = 32, Fe = 32;
   const size_t N = 45;
   moe_fix *f = moe_fix_new(cfg, C, N, 21, 1.0f, 30.0f);
   ufp4_recipe r;
@@ -180,15 +180,21 @@ static void check_isolation(const char *spec) {
   ufp4_moe *s;
   assert_int_equal(ufp4_moe_create(&s, &cfg, C, N), 0);
   float *out = malloc(N * C * sizeof(float)), *dx = calloc(N * C, sizeof(float));
+  if (before) { /* a forward under another recipe first: the block grows its buffers later */
+    ufp4_recipe rb;
+    float signs_b[256];
+    ufp4_linear_ctx cb = make_ctx(&rb, before, signs_b);
+    assert_int_equal(ufp4_moe_forward(s, &f->w, &cb, f->x, out, N), 0);
+  }
   assert_int_equal(ufp4_moe_forward(s, &f->w, &ctx, f->x, out, N), 0);
   assert_int_equal(ufp4_moe_backward(s, &f->w, &f->g, &ctx, f->R, dx, 1.0f), 0);
   ufp4_moe_stats st;
   ufp4_moe_get_stats(s, &st);
   int unaligned = 0;
-  size_t padded = (N + 15) / 16 * 16 - N; /* the shared expert's rows */
+  size_t padded = (N + A - 1) / A * A - N; /* the shared expert's rows */
   for (int e = 0; e < cfg.n_experts; e++) {
-    const size_t n = st.admitted[e], np = (n + 15) / 16 * 16;
-    unaligned += n % 16 != 0;
+    const size_t n = st.admitted[e], np = (n + A - 1) / A * A;
+    unaligned += n % A != 0;
     padded += np - n;
     if (!n) continue;
     float *X = calloc(np * C, sizeof(float)), *dY = calloc(np * C, sizeof(float));
@@ -237,11 +243,19 @@ static void check_isolation(const char *spec) {
 
 static void test_isolation_e2m1(void **st) {
   (void)st;
-  check_isolation("e2m1");
+  check_isolation("e2m1", 16, 32, NULL);
 }
 static void test_isolation_ufp4(void **st) {
   (void)st;
-  check_isolation("ufp4");
+  check_isolation("ufp4", 16, 32, NULL);
+}
+/* RHT64 on Dgrad and Wgrad: widths of 64, and groups padded to 64 rows (a 16-row padding fails:
+ * RHT64 refuses a group of 48 rows); also after a forward under nvfp4 (groups of 16), as when a
+ * recipe schedule switches. */
+static void test_isolation_mxfp4(void **st) {
+  (void)st;
+  check_isolation("mxfp4", 64, 64, NULL);
+  check_isolation("mxfp4", 64, 64, "nvfp4");
 }
 
 /* ---- E = 1, k = 1 equals the dense MLP ------------------------------------------------------------- */
@@ -379,6 +393,7 @@ int main(void) {
       cmocka_unit_test(test_fd_k1_dropless),   cmocka_unit_test(test_fd_k2_dropless_shared),
       cmocka_unit_test(test_fd_k1_drops_shared), cmocka_unit_test(test_fd_k2_drops),
       cmocka_unit_test(test_isolation_e2m1),   cmocka_unit_test(test_isolation_ufp4),
+      cmocka_unit_test(test_isolation_mxfp4),
       cmocka_unit_test(test_dense_fp32),       cmocka_unit_test(test_dense_e2m1),
       cmocka_unit_test(test_dense_ufp4),       cmocka_unit_test(test_dense_nvfp4),
       cmocka_unit_test(test_dense_fp32_padded), cmocka_unit_test(test_threads_ufp4),

@@ -20,10 +20,12 @@
  *   and the token keeps only its residual (plus the shared expert, when there is one). The router
  *   gradient of a dropped slot is zero through the combine but the aux and z losses still see it.
  * Grouping: expert e's admitted rows are gathered, in admission order, into one contiguous grouped
- *   buffer; group e starts at a row that is a multiple of 16 and is padded with ZERO rows up to the
- *   next multiple of 16 (an empty group takes no rows). 16 is the largest block or tile edge any
- *   recipe uses, so no quantization block, 16x16 tile or RHT block along tokens (Wgrad) straddles
- *   two experts. Each expert's three GEMMs are ufp4_linear calls on its own group only: on the
+ *   buffer; group e starts at a row that is a multiple of A and is padded with ZERO rows up to the
+ *   next multiple of A (an empty group takes no rows). A is UFP4_MOE_GROUP_ALIGN (16: 1x16 blocks,
+ *   16x16 tiles, RHT16), or the RHT size of a 4-bit recipe that rotates Wgrad when it is larger
+ *   (mxfp4: 64), since Wgrad's operands are rotated along the tokens and rht_n must divide the
+ *   group's rows. So no quantization block, 16x16 tile or RHT block along tokens straddles two
+ *   experts. (A forward that needs a larger A than any before reallocates the block's buffers.) Each expert's three GEMMs are ufp4_linear calls on its own group only: on the
  *   padded rows when the layer runs 4-bit operands (recipe precision fp4 and not high_precision),
  *   on the admitted rows alone under fp32/bf16, which have no blocks to keep apart (and where
  *   OpenBLAS may order a longer reduction differently even when the extra terms are zeros).
@@ -42,7 +44,7 @@
  *   term first, with s_t = sigmoid(a_t), a_t = x_t . w_sg summed in double and rounded to float,
  *   the sigmoid in double rounded to float; w_sg [1, C] is fp32, never quantized. shared(x) is a
  *   SwiGLU MLP of width shared_ffn on all N tokens in order (one group; padded with zero rows to a
- *   multiple of 16 under 4-bit operands like the experts' groups, since RHT16 along tokens needs
+ *   multiple of A under 4-bit operands like the experts' groups, since RHT along tokens needs
  *   whole blocks) whose 3 GEMMs go through the recipe.
  * Aux loss (Switch Transformer, Fedus et al. 2021; HF load_balancing_loss_func, per layer):
  *   f_e = (top-k assignments to e, counted BEFORE capacity) / N   (sums to k)
@@ -57,8 +59,8 @@
  *   proj = UFP4_PROJ_EXPERT(e, k);
  *   the shared expert uses e = E. Expert 0 therefore uses exactly the dense gate/up/down streams:
  *   E = 1, k = 1, no shared expert equals the dense MLP bit for bit under every recipe when N is a
- *   multiple of 16, and under fp32/bf16 at any N. (With 4-bit operands and N not a multiple of 16
- *   the dense layer ends in a short token block, or refuses RHT16, where the group is padded.)
+ *   multiple of A, and under fp32/bf16 at any N. (With 4-bit operands and N not a multiple of A
+ *   the dense layer ends in a short token block, or refuses the RHT, where the group is padded.)
  * Determinism: experts run one after another, each linear internally parallel; gather, combine and
  *   scatter run per token (one thread owns one token row, slots in order); router reductions run in
  *   a fixed order. Results are bit-identical at any thread count.
@@ -94,7 +96,7 @@ UFP4_API_BEGIN
 /* Most experts a block may have: with the shared expert (e = E) it stays within the stream's
  * expert field (stream.h, UFP4_STREAM_EXPERT_BITS). */
 #define UFP4_MOE_MAX_EXPERTS 1024
-/* Rows of every group are padded to a multiple of this. */
+/* Rows of every group are padded to a multiple of this, or of a longer Wgrad RHT (Grouping above). */
 #define UFP4_MOE_GROUP_ALIGN 16
 
 typedef struct {

@@ -46,13 +46,12 @@ typedef struct {
   size_t M, E, k, C, Fe, Fs, G, MG, lin, hid;
 } moe_dims;
 
-static moe_dims dims_of(const ufp4_moe_config *cfg, int C, size_t max_tokens) {
-  const size_t A = UFP4_MOE_GROUP_ALIGN;
+static moe_dims dims_of(const ufp4_moe_config *cfg, int C, size_t max_tokens, size_t A) {
   moe_dims d = {.M = max_tokens, .E = (size_t)cfg->n_experts, .k = (size_t)cfg->top_k,
                 .C = (size_t)C, .Fe = (size_t)cfg->expert_ffn, .Fs = (size_t)cfg->shared_ffn};
   /* One expert sees each token at most once; padding adds < A rows per group. */
   d.G = d.k * d.M + A * (d.E + 1);
-  d.MG = moe_pad_rows(d.M);
+  d.MG = moe_pad_rows(d.M, A);
   const size_t lin_e = max2(ufp4_linear_scratch_floats(d.MG, d.C, d.Fe),
                             ufp4_linear_scratch_floats(d.MG, d.Fe, d.C));
   const size_t lin_s = d.Fs ? max2(ufp4_linear_scratch_floats(d.MG, d.C, d.Fs),
@@ -144,7 +143,7 @@ int ufp4_moe_create(ufp4_moe **out, const ufp4_moe_config *cfg, int C, size_t ma
   const size_t E = (size_t)cfg->n_experts, k = (size_t)cfg->top_k, A = UFP4_MOE_GROUP_ALIGN;
   if (max_tokens > (SIZE_MAX - 2 * A * (E + 1)) / k)
     return ufp4_fail(UFP4_ENOMEM, "moe: max_tokens %zu is too large", max_tokens);
-  const moe_dims d = dims_of(cfg, C, max_tokens);
+  const moe_dims d = dims_of(cfg, C, max_tokens, A);
   ufp4_moe *s = calloc(1, sizeof *s);
   if (!s) return ufp4_fail(UFP4_ENOMEM, "moe: out of memory");
   s->cfg = *cfg;
@@ -152,6 +151,7 @@ int ufp4_moe_create(ufp4_moe **out, const ufp4_moe_config *cfg, int C, size_t ma
   s->max_tokens = d.M;
   s->max_rows = d.G;
   s->max_group = d.MG;
+  s->row_align = s->align_cap = A;
   int rc = alloc_blocks(s, &d);
   if (rc) {
     ufp4_moe_free(s);
@@ -161,13 +161,41 @@ int ufp4_moe_create(ufp4_moe **out, const ufp4_moe_config *cfg, int C, size_t ma
   return 0;
 }
 
-void ufp4_moe_free(ufp4_moe *s) {
-  if (!s) return;
+static void free_blocks(ufp4_moe *s) {
   free(s->fblock);
   free(s->dblock);
   free(s->zblock);
   free(s->iblock);
   free(s->pblock);
+}
+
+/* Makes room for groups aligned to A rows (more padding than create planned for): new blocks,
+ * carved for A, replace the old ones, which hold nothing a forward still needs (it calls this
+ * before it writes anything). On failure the old blocks stay. */
+static int grow_to_align(ufp4_moe *s, size_t A) {
+  if (A <= s->align_cap) return 0;
+  const size_t E = (size_t)s->cfg.n_experts, k = (size_t)s->cfg.top_k;
+  if (s->max_tokens > (SIZE_MAX - 2 * A * (E + 1)) / k)
+    return ufp4_fail(UFP4_ENOMEM, "moe: %zu tokens in groups of %zu rows overflow size_t", s->max_tokens, A);
+  const moe_dims d = dims_of(&s->cfg, s->C, s->max_tokens, A);
+  ufp4_moe t = *s;
+  t.fblock = NULL, t.dblock = NULL, t.zblock = NULL, t.iblock = NULL, t.pblock = NULL;
+  int rc = alloc_blocks(&t, &d);
+  if (rc) {
+    free_blocks(&t);
+    return rc;
+  }
+  free_blocks(s);
+  t.max_rows = d.G;
+  t.max_group = d.MG;
+  t.align_cap = A;
+  *s = t;
+  return 0;
+}
+
+void ufp4_moe_free(ufp4_moe *s) {
+  if (!s) return;
+  free_blocks(s);
   free(s);
 }
 
@@ -206,6 +234,20 @@ static int any_quantized(const ufp4_moe *s, const ufp4_linear_ctx *ctx) {
   for (int i = 0; i < slots; i++)
     if (ufp4_recipe_quantizes(s->expert_recipes[i])) return 1;
   return 0;
+}
+
+/* The rows a group starts at and pads to: UFP4_MOE_GROUP_ALIGN, or the longer RHT of a 4-bit
+ * recipe that rotates Wgrad, whose operands it rotates along the tokens: rht_n must divide every
+ * group's rows (qformat.h), and zero rows keep the rotation from mixing in anything. Powers of two,
+ * so the largest is a multiple of all the others. */
+static size_t group_align(const ufp4_moe *s, const ufp4_linear_ctx *ctx) {
+  const int slots = s->expert_recipes ? 3 * (s->cfg.n_experts + (s->cfg.shared_ffn > 0 ? 1 : 0)) : 1;
+  size_t A = UFP4_MOE_GROUP_ALIGN;
+  for (int i = 0; i < slots; i++) {
+    const ufp4_recipe *r = s->expert_recipes ? s->expert_recipes[i] : ctx->recipe;
+    if (ufp4_recipe_quantizes(r) && (r->rht_mask & (1u << UFP4_WGRAD)) && (size_t)r->rht_n > A) A = (size_t)r->rht_n;
+  }
+  return A;
 }
 
 static int check_tensors(const ufp4_moe *s, const ufp4_moe_tensors *w, const char *what) {
@@ -262,7 +304,9 @@ int ufp4_moe_forward(ufp4_moe *s, const ufp4_moe_tensors *w, const ufp4_linear_c
    * unpadded rows, which keeps E = 1 equal to the dense layer at any N (OpenBLAS may sum a longer
    * reduction in another order even when the extra terms are zeros). */
   s->quant = !ctx->high_precision && any_quantized(s, ctx);
-  s->shared_rows = s->quant ? moe_pad_rows(N) : N;
+  s->row_align = s->quant ? group_align(s, ctx) : UFP4_MOE_GROUP_ALIGN;
+  CHECK(grow_to_align(s, s->row_align));
+  s->shared_rows = s->quant ? moe_pad_rows(N, s->row_align) : N;
   /* The router and the shared expert need every token again in backward; a copy keeps the
    * caller free to reuse x, and its zero tail is the shared expert's padding. */
   memcpy(s->xs, x, N * C * sizeof(float));

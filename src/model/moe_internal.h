@@ -14,6 +14,8 @@ struct ufp4_moe {
   const float *const *expert_signs;
   int C;
   size_t max_tokens, max_rows, max_group; /* tokens; grouped rows (all experts); rows of one group */
+  size_t row_align; /* groups of the last forward start at and pad to multiples of this (group_align) */
+  size_t align_cap; /* the largest row_align the blocks below have room for */
   size_t N;                               /* tokens of the last forward */
   int have_forward;
 
@@ -60,9 +62,9 @@ struct ufp4_moe {
   size_t dropped, padded_rows;
 };
 
-/* n rounded up to whole groups of UFP4_MOE_GROUP_ALIGN rows. */
-static inline size_t moe_pad_rows(size_t n) {
-  return (n + UFP4_MOE_GROUP_ALIGN - 1) / UFP4_MOE_GROUP_ALIGN * UFP4_MOE_GROUP_ALIGN;
+/* n rounded up to a multiple of a rows. */
+static inline size_t moe_pad_rows(size_t n, size_t a) {
+  return (n + a - 1) / a * a;
 }
 
 /* Router forward: logits, softmax, top-k, gates, capacity, groups, aux, z-loss, entropy. */

@@ -78,7 +78,7 @@ int ufp4_moe_route_forward(ufp4_moe *s, const float *router, const float *x, siz
   size_t row = 0;
   for (int e = 0; e < E; e++) {
     s->group_start[e] = row;
-    s->group_rows[e] = moe_pad_rows(s->admitted[e]);
+    s->group_rows[e] = moe_pad_rows(s->admitted[e], s->row_align);
     row += s->group_rows[e];
   }
   s->rows_used = row;
