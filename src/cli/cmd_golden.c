@@ -9,12 +9,13 @@ static void usage(FILE *out) {
   fprintf(out,
           "usage: ufp4 golden --out DIR\n\n"
           "Writes the parity kit, version %d, into DIR (which must not exist): for every format of the\n"
-          "recipes (E2M1, E1M2, INT4 with FP32 scales; NVFP4 with 1x16 blocks and 16x16 tiles; MXFP4\n"
-          "with each E8M0 rule; RNE, RNA, RNZ, SR, SR8; with and without RHT) and every input (normal,\n"
-          "outliers, exact ties, scale boundaries, zeros/denormals/huge/NaN/Inf, tiny), the input .npy,\n"
-          "the packed codes and stored scales, the dequantized .npy and the measures, plus\n"
-          "manifest.json with each format's parameters and each file's SHA-256. The same build writes\n"
-          "the same bytes. docs/PARITY.md documents the layout; scripts/parity_check.py checks a kit.\n",
+          "recipes but Four Over Six's (E2M1, E1M2, INT4 with FP32 scales; NVFP4 with 1x16 blocks and\n"
+          "16x16 tiles; MXFP4 with each E8M0 rule; RNE, RNA, RNZ, SR, SR8; with and without RHT) and\n"
+          "every input (normal, outliers, exact ties, scale boundaries, zeros/denormals/huge/NaN/Inf,\n"
+          "tiny), the input .npy, the packed codes and stored scales, the dequantized .npy and the\n"
+          "measures, plus manifest.json with each format's parameters and each file's SHA-256. The same\n"
+          "build writes the same bytes. docs/PARITY.md documents the layout; scripts/parity_check.py\n"
+          "checks a kit.\n",
           UFP4_GOLDEN_KIT_VERSION);
 }
 
