@@ -42,13 +42,14 @@ static void test_sha256_vectors(void **state) {
 }
 
 /* Each format says "SPEC: operand ...": every named operand of that recipe must get exactly the
- * format's grid, scale, block or tile, rounding and RHT size. */
+ * format's grid, scale, block or tile, rounding, RHT size and adaptive scaling with its metric. */
 static void test_formats_match_recipes(void **state) {
   (void)state;
   size_t n;
   const ufp4_golden_format *f = ufp4_golden_formats(&n);
   assert_true(n >= 20);
-  int seen_scale[UFP4_SCALE_COUNT] = {0}, tiles = 0, rht = 0;
+  int seen_scale[UFP4_SCALE_COUNT] = {0}, tiles = 0, rht = 0, seen_metric[UFP4_METRIC_COUNT] = {0};
+  int four_scale[UFP4_SCALE_COUNT] = {0};
   for (size_t i = 0; i < n; i++) {
     char spec[128], ops[128];
     const char *colon = strchr(f[i].recipe, ':');
@@ -69,6 +70,8 @@ static void test_formats_match_recipes(void **state) {
       if (!q.tile2d) assert_int_equal(q.block, f[i].fmt.block);
       assert_int_equal(q.round, f[i].fmt.round);
       assert_int_equal(q.rht, f[i].fmt.rht);
+      assert_int_equal(q.adaptive, f[i].fmt.adaptive);
+      if (q.adaptive) assert_int_equal(q.metric, f[i].fmt.metric);
       if (q.rht) assert_int_equal(f[i].rht_signs, r.rht_signs == UFP4_SIGNS_NVIDIA ? 2 : 1);
       else assert_int_equal(f[i].rht_signs, 0);
     }
@@ -78,7 +81,14 @@ static void test_formats_match_recipes(void **state) {
     seen_scale[f[i].fmt.scale] = 1;
     tiles += f[i].fmt.tile2d != 0;
     rht += f[i].fmt.rht != 0;
+    if (f[i].fmt.adaptive == UFP4_ADAPTIVE_4OVER6) {
+      seen_metric[f[i].fmt.metric] = 1;
+      four_scale[f[i].fmt.scale] = 1;
+    }
   }
+  /* Four Over Six: every metric, and each scale kind it takes (FP32, NVFP4, E8M0 RCEIL). */
+  for (int m = 0; m < UFP4_METRIC_COUNT; m++) assert_true(seen_metric[m]);
+  assert_true(four_scale[UFP4_SCALE_FP32] && four_scale[UFP4_SCALE_NVFP4] && four_scale[UFP4_SCALE_E8M0_RCEIL]);
   /* The list: every scale kind (each E8M0 rule), NVFP4 tiles, formats with RHT. */
   for (int k = 0; k < UFP4_SCALE_COUNT; k++) assert_true(seen_scale[k]);
   assert_true(tiles > 0 && rht > 0);

@@ -10,7 +10,10 @@
     level, RNA away from zero, RNZ toward it) and the stored E4M3 / E8M0 scale codes of the
     boundary input against the scale rules written out here from their definitions; and every case
     of the kit against a numpy quantizer written here from docs/NUMERICS.md (FP32, NVFP4 and the
-    four E8M0 scales, RNE/RNA/RNZ, and SR with its own Philox4x32-10), bit for bit.
+    four E8M0 scales, RNE/RNA/RNZ, SR with its own Philox4x32-10, and Four Over Six's choice of
+    candidate with its 8-lane error sums under each metric), bit for bit, with the count of blocks
+    that kept the 4-candidate (blocks_four); the FP32 and NVFP4 4/6 cases keep it in some blocks and
+    not in others, so the choice is exercised, and E8M0-RCEIL under RNE in none (docs/NUMERICS.md).
 
 Usage: test_parity_kit.py PATH/ufp4. Exit 77 (skip) without numpy, 1 under CI."""
 import hashlib
@@ -117,7 +120,8 @@ def checker_cases(tmp, a, man):
     check(rc == 0 and "all match" in out, f"checker on the kit: {rc} {out}")
     # One flipped code per scale kind (fp32, nvfp4 + tiles, each e8m0 rule, int4's two's complement).
     for fmt in ("e2m1-b16-fp32-rne", "nvfp4-b16-rne", "nvfp4-t16-rne", "mxfp4-b32-floor-rne",
-                "mxfp4-b32-rceil-rne", "int4-b16-fp32-rne", "e1m2-b16-fp32-sr-rht16"):
+                "mxfp4-b32-rceil-rne", "int4-b16-fp32-rne", "e1m2-b16-fp32-sr-rht16", "nvfp4-b16-rne-4over6",
+                "e2m1-b16-fp32-sr-rht16-4over6"):
         c = os.path.join(tmp, "flip")
         shutil.rmtree(c, ignore_errors=True)
         shutil.copytree(a, c)
@@ -264,62 +268,109 @@ def round_grid(t, lv, rule, u):
     return np.copysign(q, t).astype(F32)
 
 
+def block_candidate(b, amax, f, grid, g_max, s_enc, lv, u):
+    """The block dequantized with its amax mapped to g_max (6, or 4 for Four Over Six's other
+    candidate), saturated at FLT_MAX; None for a block stored as zeros."""
+    if f["scale"] == "fp32":
+        s = amax / g_max
+        t = b / s
+    elif f["scale"] == "nvfp4":
+        d = F32(E4M3_VALUES[e4m3_rne(float(F32(amax * s_enc) / g_max))])
+        s = d / s_enc
+        enc = F32(1) / s
+        t = b / s if np.isinf(enc) else b * enc
+    else:
+        code = e8m0(float(amax), f["scale"][5:], float(g_max), {"e2m1": 2, "e1m2": 0, "int4": 2}[grid],
+                    {"e2m1": 1, "e1m2": 2, "int4": 2}[grid])
+        s = F32(2.0 ** (code - 127))
+        t = b * F32(2.0 ** (127 - code))
+    if s == 0 or amax == 0:
+        return None
+    v = round_grid(t, lv, f["round"], u) * s
+    return np.where(np.isinf(v), np.copysign(FLT_MAX, v), v).astype(F32)
+
+
+def block_error(v, b, metric):
+    """Four Over Six's error of one candidate (docs/NUMERICS.md): e = y - x in float32; e*e (mse)
+    or |e| (mae, maxabs) into 8 partial sums, element i of the block (row-major) into sum i mod 8,
+    added in float32 in element order (maxabs: the larger), then ((l0+l1)+(l2+l3))+((l4+l5)+(l6+l7))."""
+    e = (v - b).astype(F32).ravel()
+    term = e * e if metric == "mse" else np.abs(e)
+    add = (lambda a, c: np.where(c > a, c, a).astype(F32)) if metric == "maxabs" else (lambda a, c: F32(a + c))
+    assert term.size % 8 == 0
+    lanes = np.zeros(8, F32)
+    for row in term.reshape(-1, 8):
+        lanes = add(lanes, row)
+    return add(add(add(lanes[0], lanes[1]), add(lanes[2], lanes[3])),
+               add(add(lanes[4], lanes[5]), add(lanes[6], lanes[7])))
+
+
 def numpy_quantize(x, f, grid):
-    """The case's dequantized tensor, computed from docs/NUMERICS.md's rules alone."""
+    """The case's dequantized tensor, computed from docs/NUMERICS.md's rules alone, and the number of
+    blocks that kept Four Over Six's 4-candidate."""
     lv, g_max = LEVELS[grid], F32(LEVELS[grid][-1])
+    four = f.get("adaptive", "none") == "4over6"
     rows, cols = x.shape
     bh, bw = (16, 16) if f["tile2d"] else (1, f["block"])
     u = philox_u32(f["seed"], f["stream"], np.arange(x.size, dtype=np.uint64)).reshape(x.shape)
     finite = np.abs(x[np.isfinite(x)])
     amax_t = finite.max() if finite.size else F32(0)
     with np.errstate(all="ignore"):
-        s_enc = F32(448) * g_max / amax_t
+        s_enc = F32(256 if four else 448) * g_max / amax_t  # 4/6 maps the tensor amax to 256 in E4M3
     s_enc = F32(1) if amax_t == 0 or not np.isfinite(s_enc) else s_enc
     y = np.zeros_like(x)
+    n_four = 0
     for r0 in range(0, rows, bh):
         for c0 in range(0, cols, bw):
             b = x[r0:r0 + bh, c0:c0 + bw]
+            ub = u[r0:r0 + bh, c0:c0 + bw]
             amax = np.abs(b).max()
             with np.errstate(all="ignore"):
                 if not np.isfinite(b).all():
                     y[r0:r0 + bh, c0:c0 + bw] = np.nan
                     continue
-                if f["scale"] == "fp32":
-                    s = amax / g_max
-                    t = b / s
-                elif f["scale"] == "nvfp4":
-                    d = F32(E4M3_VALUES[e4m3_rne(float(F32(amax * s_enc) / g_max))])
-                    s = d / s_enc
-                    enc = F32(1) / s
-                    t = b / s if np.isinf(enc) else b * enc
-                else:
-                    code = e8m0(float(amax), f["scale"][5:], float(g_max), {"e2m1": 2, "e1m2": 0, "int4": 2}[grid],
-                                {"e2m1": 1, "e1m2": 2, "int4": 2}[grid])
-                    s = F32(2.0 ** (code - 127))
-                    t = b * F32(2.0 ** (127 - code))
-                if s == 0 or amax == 0:
+                v = block_candidate(b, amax, f, grid, g_max, s_enc, lv, ub)
+                if v is None:
                     y[r0:r0 + bh, c0:c0 + bw] = 0
                     continue
-                v = round_grid(t, lv, f["round"], u[r0:r0 + bh, c0:c0 + bw]) * s
-            y[r0:r0 + bh, c0:c0 + bw] = np.where(np.isinf(v), np.copysign(FLT_MAX, v), v)
+                if four:  # the 4-candidate, kept only when strictly better (a tie keeps 6)
+                    v4 = block_candidate(b, amax, f, grid, F32(4), s_enc, lv, ub)
+                    if v4 is not None and block_error(v4, b, f["adaptive_metric"]) < block_error(v, b, f["adaptive_metric"]):
+                        v = v4
+                        n_four += 1
+            y[r0:r0 + bh, c0:c0 + bw] = v
     if grid == "int4":
         y = np.where(y == 0, F32(0), y)  # two's complement: no -0
-    return y.astype(F32)
+    return y.astype(F32), n_four
 
 
 def numpy_reference(kit, man):
     """Every case against numpy_quantize on the tensor the quantizer saw (rotated.npy under RHT)."""
     fmts = {f["name"]: f for f in man["formats"]}
-    n = 0
+    n, four = 0, {}  # 4/6 format -> [blocks that kept 4, blocks]
     for c in man["cases"]:
         f, d = fmts[c["format"]], os.path.join(kit, c["dir"])
         x = np.load(os.path.join(d, "rotated.npy") if f["rht"] else os.path.join(kit, "inputs", c["input"] + ".npy"))
-        y, ref = numpy_quantize(x, f, f["grid"]), np.load(os.path.join(d, "dequant.npy"))
+        (y, n_four), ref = numpy_quantize(x, f, f["grid"]), np.load(os.path.join(d, "dequant.npy"))
         same = (y.view(np.uint32) == ref.view(np.uint32)) | (np.isnan(y) & np.isnan(ref))
         check(same.all(), f"{c['dir']}: {(~same).sum()} elements differ from the numpy reference, "
                           f"first at {np.argwhere(~same)[:1].tolist()}")
+        check(n_four == c.get("blocks_four", 0), f"{c['dir']}: blocks_four {c.get('blocks_four')}, the numpy "
+                                                 f"reference kept the 4-candidate in {n_four}")
+        if f.get("adaptive") == "4over6":
+            four[f["name"]] = [a + b for a, b in zip(four.get(f["name"], [0, 0]), (n_four, c["scale_count"]))]
         n += 1
     check(n == len(man["cases"]) and n > 100, "numpy reference: cases missing")
+    # Each FP32 or NVFP4 4/6 format's cases chose both candidates somewhere, so the choice is
+    # exercised. Under E8M0-RCEIL with nearest rounding the 4-candidate never wins (its grid is a
+    # subset of the 6-candidate's, docs/NUMERICS.md), and the kit must show that; under SR it may.
+    check(len(four) >= 13, f"4/6 formats: {sorted(four)}")
+    for name, (k, total) in four.items():
+        f = fmts[name]
+        if f["scale"].startswith("e8m0"):
+            check(k == 0 or f["round"] != "rne", f"{name}: {k} E8M0 blocks kept the 4-candidate under RNE")
+        else:
+            check(0 < k < total, f"{name}: {k} of {total} blocks kept the 4-candidate")
 
 
 def main():

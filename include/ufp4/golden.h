@@ -29,7 +29,7 @@ extern "C" {
 UFP4_API_BEGIN
 
 /* Bumped whenever a file, a case or the layout changes, so a checker knows which kit it reads. */
-#define UFP4_GOLDEN_KIT_VERSION 1
+#define UFP4_GOLDEN_KIT_VERSION 2
 
 /* One quantizer format of the kit: a recipe operand's format with its name and provenance. */
 typedef struct {

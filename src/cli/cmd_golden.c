@@ -9,8 +9,8 @@ static void usage(FILE *out) {
   fprintf(out,
           "usage: ufp4 golden --out DIR\n\n"
           "Writes the parity kit, version %d, into DIR (which must not exist): for every format of the\n"
-          "recipes but Four Over Six's (E2M1, E1M2, INT4 with FP32 scales; NVFP4 with 1x16 blocks and\n"
-          "16x16 tiles; MXFP4 with each E8M0 rule; RNE, RNA, RNZ, SR, SR8; with and without RHT) and\n"
+          "recipes (E2M1, E1M2, INT4 with FP32 scales; NVFP4 with 1x16 blocks and 16x16 tiles; MXFP4\n"
+          "with each E8M0 rule; RNE, RNA, RNZ, SR, SR8; with and without RHT; Four Over Six) and\n"
           "every input (normal, outliers, exact ties, scale boundaries, zeros/denormals/huge/NaN/Inf,\n"
           "tiny), the input .npy, the packed codes and stored scales, the dequantized .npy and the\n"
           "measures, plus manifest.json with each format's parameters and each file's SHA-256. The same\n"

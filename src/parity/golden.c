@@ -115,6 +115,7 @@ static cJSON *case_json(const char *fmt, const char *input, const char *dir, con
   cJSON_AddNumberToObject(c, "scale_bytes", q->scale_bits ? 1 : 4);
   cJSON_AddNumberToObject(c, "tensor_scale", q->tensor_scale);
   cJSON_AddStringToObject(c, "tensor_scale_bits", hex);
+  if (q->fmt.adaptive != UFP4_ADAPTIVE_NONE) cJSON_AddNumberToObject(c, "blocks_four", (double)q->blocks_four);
   return c;
 }
 
@@ -205,6 +206,8 @@ static cJSON *format_json(const ufp4_golden_format *gf, const float *signs) {
   cJSON_AddStringToObject(j, "round", ufp4_round_name(f->round));
   cJSON_AddNumberToObject(j, "rht", f->rht);
   cJSON_AddStringToObject(j, "rht_signs", golden_signs_name(gf->rht_signs));
+  cJSON_AddStringToObject(j, "adaptive", ufp4_adaptive_name(f->adaptive));
+  cJSON_AddStringToObject(j, "adaptive_metric", ufp4_metric_name(f->metric));
   cJSON *sv = cJSON_AddArrayToObject(j, "rht_sign_vector");
   for (int i = 0; i < f->rht; i++) cJSON_AddItemToArray(sv, cJSON_CreateNumber(signs[i]));
   cJSON_AddNumberToObject(j, "seed", (double)f->seed);

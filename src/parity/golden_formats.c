@@ -1,6 +1,6 @@
-/* The formats of the parity kit: every grid x scale x rounding x block x RHT combination that a
- * recipe preset (linear/recipe.c) gives one of its operands, plus the E8M0 rules and nearest-tie
- * rules a spec string can select. `recipe` names the spec and operands that use each format;
+/* The formats of the parity kit: every grid x scale x rounding x block x RHT x adaptive-scaling
+ * combination that a recipe preset (linear/recipe.c) gives one of its operands, plus the E8M0
+ * rules, nearest-tie rules and Four Over Six metrics and scales a spec string can select. `recipe` names the spec and operands that use each format;
  * tests/test_golden.c checks it against ufp4_recipe_operand_format, so the names cannot drift
  * from the recipes. */
 #include "parity/golden_internal.h"
@@ -15,12 +15,17 @@
 #define GOLDEN_SEED 2718u
 #define GOLDEN_STREAM 3u
 
-#define F(name_, recipe_, grid_, scale_, block_, tile_, round_, rht_, signs_)                          \
+#define FA(name_, recipe_, grid_, scale_, block_, tile_, round_, rht_, signs_, adaptive_, metric_)     \
   {name_, recipe_,                                                                                 \
    {.grid = UFP4_GRID_##grid_, .round = UFP4_ROUND_##round_, .scale = UFP4_SCALE_##scale_,         \
     .block = block_, .tile2d = tile_, .rht = rht_, .rht_signs = NULL, .seed = GOLDEN_SEED,          \
-    .stream = GOLDEN_STREAM},                                                                      \
+    .stream = GOLDEN_STREAM, .adaptive = UFP4_ADAPTIVE_##adaptive_, .metric = UFP4_METRIC_##metric_}, \
    signs_}
+#define F(name_, recipe_, grid_, scale_, block_, tile_, round_, rht_, signs_)                          \
+  FA(name_, recipe_, grid_, scale_, block_, tile_, round_, rht_, signs_, NONE, MSE)
+/* Four Over Six: the format of that name with adaptive=4over6 and the given selection metric. */
+#define F46(name_, recipe_, scale_, block_, tile_, round_, rht_, signs_, metric_)                         \
+  FA(name_, recipe_, E2M1, scale_, block_, tile_, round_, rht_, signs_, 4OVER6, metric_)
 
 static const ufp4_golden_format formats[] = {
     F("e2m1-b16-fp32-rne", "e2m1: fprop.x fprop.w dgrad.w", E2M1, FP32, 16, 0, RNE, 0, 0),
@@ -47,8 +52,27 @@ static const ufp4_golden_format formats[] = {
     F("mxfp4-b32-rceil-rne", "mxfp4,scale=e8m0-rceil: fprop.x fprop.w", E2M1, E8M0_RCEIL, 32, 0, RNE, 0, 0),
     F("mxfp4-b32-floor-sr-rht64", "mxfp4: dgrad.dy dgrad.w wgrad.dy wgrad.x", E2M1, E8M0_FLOOR, 32, 0, SR, 64,
       1),
+    F46("e2m1-b16-fp32-rne-4over6", "e2m1-4over6: fprop.x fprop.w dgrad.w", FP32, 16, 0, RNE, 0, 0, MSE),
+    F46("e2m1-b16-fp32-rne-rht16-4over6", "e2m1-4over6: wgrad.x", FP32, 16, 0, RNE, 16, 1, MSE),
+    F46("e2m1-b16-fp32-sr-4over6", "e2m1-4over6: dgrad.dy", FP32, 16, 0, SR, 0, 0, MSE),
+    F46("e2m1-b16-fp32-sr-rht16-4over6", "e2m1-4over6: wgrad.dy", FP32, 16, 0, SR, 16, 1, MSE),
+    F46("e2m1-b16-fp32-rne-4over6-mae", "e2m1-4over6,adaptive_metric=mae: fprop.x fprop.w dgrad.w", FP32, 16, 0,
+        RNE, 0, 0, MAE),
+    F46("e2m1-b16-fp32-rne-4over6-maxabs", "e2m1-4over6,adaptive_metric=maxabs: fprop.x fprop.w dgrad.w", FP32,
+        16, 0, RNE, 0, 0, MAXABS),
+    F46("nvfp4-b16-rne-4over6", "nvfp4-4over6: fprop.x", NVFP4, 16, 0, RNE, 0, 0, MSE),
+    F46("nvfp4-t16-rne-4over6", "nvfp4-4over6: fprop.w dgrad.w", NVFP4, 16, 16, RNE, 0, 0, MSE),
+    F46("nvfp4-b16-sr-4over6", "nvfp4-4over6: dgrad.dy", NVFP4, 16, 0, SR, 0, 0, MSE),
+    F46("nvfp4-b16-rne-rht16nv-4over6", "nvfp4-4over6: wgrad.x", NVFP4, 16, 0, RNE, 16, 2, MSE),
+    F46("nvfp4-b16-sr-rht16nv-4over6", "nvfp4-4over6: wgrad.dy", NVFP4, 16, 0, SR, 16, 2, MSE),
+    F46("mxfp4-b32-rceil-rne-4over6", "mxfp4,scale=e8m0-rceil,adaptive=4over6: fprop.x fprop.w", E8M0_RCEIL, 32, 0,
+        RNE, 0, 0, MSE),
+    F46("mxfp4-b32-rceil-sr-rht64-4over6", "mxfp4,scale=e8m0-rceil,adaptive=4over6: dgrad.dy dgrad.w wgrad.dy wgrad.x",
+        E8M0_RCEIL, 32, 0, SR, 64, 1, MSE),
 };
+#undef F46
 #undef F
+#undef FA
 
 const ufp4_golden_format *ufp4_golden_formats(size_t *n) {
   if (n) *n = sizeof formats / sizeof formats[0];
@@ -67,8 +91,12 @@ void golden_quantize_args(const ufp4_golden_format *gf, char *buf, size_t size) 
     snprintf(blk, sizeof blk, "--tile2d");
   else
     snprintf(blk, sizeof blk, "--block %d", f->block);
-  snprintf(buf, size, "--grid %s %s --scale %s --round %s --rht %d%s%s --seed %llu --stream %llu",
+  char ada[64] = "";
+  if (f->adaptive != UFP4_ADAPTIVE_NONE)
+    snprintf(ada, sizeof ada, " --adaptive %s --adaptive-metric %s", ufp4_adaptive_name(f->adaptive),
+             ufp4_metric_name(f->metric));
+  snprintf(buf, size, "--grid %s %s --scale %s --round %s --rht %d%s%s%s --seed %llu --stream %llu",
            ufp4_grid_get(f->grid)->name, blk, ufp4_scale_name(f->scale), ufp4_round_name(f->round), f->rht,
-           gf->rht_signs ? " --rht-signs " : "", gf->rht_signs ? golden_signs_name(gf->rht_signs) : "",
+           gf->rht_signs ? " --rht-signs " : "", gf->rht_signs ? golden_signs_name(gf->rht_signs) : "", ada,
            (unsigned long long)f->seed, (unsigned long long)f->stream);
 }
