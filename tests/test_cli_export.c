@@ -6,6 +6,7 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli_fixture.h"
@@ -78,6 +79,45 @@ static void test_writes_hf(void **state) {
   assert_non_null(strstr(out, "input_scale: 0 of 1 projections calibrated"));
 }
 
+/* A 2-step run of width 64 (NVFP4's GGUF block fits every projection) under the given flags, and
+ * its gguf-nvfp4 export's output in out. */
+static void export_run(const char *name, const char *flags, char *out, size_t size) {
+  static char train[1 << 16];
+  assert_int_equal(cli_run(train, sizeof train, "%s train --data %s/data --out %s/%s --steps 2 --layers 2 --d-model 64 "
+                           "--heads 2 --ffn 64 --seq-len 16 --batch 2 --eval-every 0 --eval-batches 1 --no-progress %s",
+                           cli, work, work, name, flags), 0);
+  assert_int_equal(cli_run(out, size, "%s export --checkpoint %s/%s/ckpt/step_00000002 --format gguf-nvfp4 "
+                           "--tokenizer bytes --out %s/%s.gguf", cli, work, name, work, name), 0);
+}
+
+/* What the GGUF export says of the run's own quantization. Plain nvfp4: the file holds its codes.
+ * nvfp4-4over6: it does not (the writer has no 4/6), and the conversion's SQNR against the 4/6
+ * weights is finite. keep_first=1: block 0's forward used the fp32 weights, so the SQNR against
+ * the forward's weights is finite (it was +inf when block 0 was compared with its own requantized
+ * copy). Overrides: no comparison, and a note. */
+static void test_gguf_and_run_recipe(void **state) {
+  (void)state;
+  static char out[1 << 14];
+  export_run("r_nvfp4", "--recipe nvfp4", out, sizeof out);
+  assert_non_null(strstr(out, "the file holds its codes and scales"));
+  export_run("r_46", "--recipe nvfp4-4over6", out, sizeof out);
+  assert_null(strstr(out, "the file holds"));
+  assert_non_null(strstr(out, "cannot hold the weight quantization of the run's recipe nvfp4-4over6,"));
+  const char *s = strstr(out, "the recipe's forward used: ");
+  assert_non_null(s);
+  double db = strtod(s + strlen("the recipe's forward used: "), NULL);
+  assert_true(db > 5.0 && db < 200.0);
+  export_run("r_keep", "--recipe nvfp4,keep_first=1", out, sizeof out);
+  s = strstr(out, "the recipe's forward used: ");
+  assert_non_null(s);
+  db = strtod(s + strlen("the recipe's forward used: "), NULL);
+  assert_true(db > 5.0 && db < 200.0);
+  export_run("r_ovr", "--recipe nvfp4 --override 'model.layers.0.*=bf16'", out, sizeof out);
+  assert_non_null(strstr(out, "does not compare itself"));
+  assert_null(strstr(out, "the file holds"));
+  assert_null(strstr(out, "cannot hold"));
+}
+
 static void test_refusals(void **state) {
   (void)state;
   static char out[1 << 14], args[8192];
@@ -100,6 +140,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_writes_gguf),
       cmocka_unit_test(test_writes_hf),
+      cmocka_unit_test(test_gguf_and_run_recipe),
       cmocka_unit_test(test_refusals),
   };
   return cmocka_run_group_tests(tests, setup, cli_fixture_teardown);

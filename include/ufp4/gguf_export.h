@@ -55,13 +55,15 @@ typedef struct {
   /* The recipe of the run the checkpoint belongs to (DIR/../../config.json, as `ufp4 train` lays
    * out run/ckpt/step_N), "" when there is none, and whether the 4-bit export holds what that
    * recipe trained with: 1 when its fprop weight format is the export's (grid, scale, block or
-   * tile, rounding, no RHT) and it keeps no block in fp32; 0 when not, so the export requantizes
-   * the fp32 master weights and sqnr_db is the conversion's error; -1 for an fp32/bf16 recipe, no
-   * run config, or a high-precision export. */
+   * tile, rounding, no RHT, no adaptive scaling) and it keeps no block in fp32; 0 when not, so the
+   * export requantizes the fp32 master weights and sqnr_db is the conversion's error; -1 for an
+   * fp32/bf16 recipe, no run config, a run with per-projection overrides or a recipe schedule (no
+   * single recipe made every weight), or a high-precision export. */
   char run_recipe[512];
   int recipe_holds;
   /* recipe_holds 0 and a recipe whose weights need no RHT or SR: SQNR of the export against the
-   * weights that recipe's forward used (its format applied to the fp32 weights); NaN otherwise. */
+   * weights that recipe's forward used (its format applied to the fp32 weights; the fp32 weights
+   * themselves in the blocks it kept in fp32); NaN otherwise. */
   double recipe_sqnr_db;
 } ufp4_gguf_export_result;
 

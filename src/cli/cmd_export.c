@@ -20,6 +20,26 @@ typedef struct {
 
 typedef int (*export_fn)(const export_opts *o, const char *what);
 
+/* The config of the run the checkpoint belongs to (CKPT/../../config.json, as `ufp4 train` lays out
+ * run/ckpt/step_N): 1 when there is one and it loads. */
+static int run_config(const char *ckpt, ufp4_train_config *cfg) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/../../config.json", ckpt);
+  *cfg = ufp4_train_config_default();
+  FILE *fp = fopen(path, "rb");
+  int have = fp && !ufp4_train_config_load(path, cfg);
+  if (fp) fclose(fp);
+  return have;
+}
+
+/* 1, after saying so, when no single recipe made every weight of the run. */
+static int mixed_recipes(const ufp4_train_config *cfg) {
+  if (!cfg->overrides[0] && !cfg->schedule[0]) return 0;
+  printf("note: the run has per-projection overrides or a schedule: the export does not compare itself\n"
+         "with the run's own quantization\n");
+  return 1;
+}
+
 static int gguf_write(const export_opts *o, ufp4_gguf_export_kind kind, int dequantized) {
   ufp4_gguf_export_opts g = {.kind = kind, .tokenizer = o->tokenizer, .exclude = o->exclude,
                              .n_exclude = o->n_exclude};
@@ -38,13 +58,16 @@ static int gguf_write(const export_opts *o, ufp4_gguf_export_kind kind, int dequ
            (unsigned long long)r.bytes, r.tensors, r.quantized);
   if (r.quantized) printf(", SQNR %.2f dB against the fp32 weights", r.sqnr_db);
   printf("\n");
+  static ufp4_train_config cfg;
+  if ((kind == UFP4_GGUF_EXPORT_MXFP4 || kind == UFP4_GGUF_EXPORT_NVFP4) && run_config(o->ckpt, &cfg))
+    mixed_recipes(&cfg); /* then recipe_holds is -1 */
   if (r.recipe_holds == 1)
     printf("the run's recipe %s trained with this weight format: the file holds its codes and scales\n",
            r.run_recipe);
   else if (r.recipe_holds == 0)
     printf("note: %s cannot hold the weight quantization of the run's recipe %s (another grid, scale,\n"
-           "block, rounding or an RHT, or blocks kept in fp32): the fp32 master weights were requantized,\n"
-           "with the SQNR above\n", o->format, r.run_recipe);
+           "block, rounding, adaptive scaling or an RHT, or blocks kept in fp32): the fp32 master weights\n"
+           "were requantized, with the SQNR above\n", o->format, r.run_recipe);
   if (r.recipe_holds == 0 && !isnan(r.recipe_sqnr_db))
     printf("SQNR of the conversion against the weights the recipe's forward used: %.2f dB\n", r.recipe_sqnr_db);
   return 0;
@@ -65,18 +88,9 @@ static int hf_write(const export_opts *o, ufp4_hf_format fmt) {
   int n = 0;
   for (int i = 0; ufp4_hf_default_exclude[i] && n < 16; i++) ex[n++] = ufp4_hf_default_exclude[i];
   for (int i = 0; i < o->n_exclude; i++) ex[n++] = o->exclude[i];
-  char path[4200];
-  snprintf(path, sizeof path, "%s/../../config.json", o->ckpt);
   static ufp4_train_config cfg;
-  cfg = ufp4_train_config_default();
-  FILE *fp = fopen(path, "rb");
-  int have = fp && !ufp4_train_config_load(path, &cfg);
-  if (fp) fclose(fp);
-  if (have && (cfg.overrides[0] || cfg.schedule[0])) { /* no single recipe made every weight */
-    printf("note: the run has per-projection overrides or a schedule: the export does not compare itself\n"
-           "with the run's own quantization\n");
-    have = 0;
-  }
+  int have = run_config(o->ckpt, &cfg);
+  if (have && mixed_recipes(&cfg)) have = 0;
   ufp4_hf_export_opts h = {.exclude = ex, .n_exclude = n, .recipe = have ? cfg.recipe : NULL, .calib_data = o->calib};
   ufp4_hf_export_result r;
   if (ufp4_export_hf(o->ckpt, fmt, o->out, &h, &r)) return cli_error("export", o->format);

@@ -84,12 +84,22 @@ static int weight_format(ufp4_gguf_export_kind k, ufp4_qformat *f) {
 }
 
 /* Pooled energies: of the fp32 weights and of the export's error against them; of the run recipe's
- * own quantized weights and of the export's difference from them (when `recipe` is set). */
+ * own quantized weights and of the export's difference from them (when `recipe` is set). The
+ * recipe's forward used rfmt's weights, except in the blocks it kept in fp32 (keep_first,
+ * keep_last of n_layers), where it used the fp32 weights themselves. */
 typedef struct {
   double sig, err, rsig, rerr;
   int recipe;
   ufp4_qformat rfmt;
+  int keep_first, keep_last, n_layers;
 } energy;
+
+/* Whether projection hf ("model.layers.L....") lies in a block the run's recipe kept in fp32. */
+static int kept_fp32(const energy *e, const char *hf) {
+  int l;
+  if (sscanf(hf, "model.layers.%d.", &l) != 1) return 0;
+  return l < e->keep_first || l >= e->n_layers - e->keep_last;
+}
 
 /* Adds the squared norms of a and of a - b. */
 static void add_energy(const float *a, const float *b, size_t n, double *sig, double *err) {
@@ -114,7 +124,9 @@ static int quantize(const ufp4_gguf_export_opts *o, const char *hf, const float 
   if (!y) return ufp4_fail(UFP4_ENOMEM, "gguf export: out of memory for %s", hf);
   ufp4_dequantize(q, y);
   add_energy(w, y, rows * cols, &e->sig, &e->err);
-  if (e->recipe && !(rc = ufp4_fake_quant(&e->rfmt, w, y + rows * cols, rows, cols)))
+  if (e->recipe && kept_fp32(e, hf))
+    add_energy(w, y, rows * cols, &e->rsig, &e->rerr);
+  else if (e->recipe && !(rc = ufp4_fake_quant(&e->rfmt, w, y + rows * cols, rows, cols)))
     add_energy(y + rows * cols, y, rows * cols, &e->rsig, &e->rerr);
   free(y);
   return rc;
@@ -320,8 +332,10 @@ static int load(const char *dir, ufp4_model **m) {
   return rc;
 }
 
-/* Fills res->run_recipe and res->recipe_holds (gguf_export.h) from the run folder above dir. */
-static void run_recipe(const char *dir, ufp4_gguf_export_kind kind, ufp4_gguf_export_result *res, energy *e) {
+/* Fills res->run_recipe and res->recipe_holds (gguf_export.h) from the run folder above dir; c is
+ * the checkpoint's model. */
+static void run_recipe(const char *dir, ufp4_gguf_export_kind kind, const ufp4_model_config *c,
+                       ufp4_gguf_export_result *res, energy *e) {
   res->recipe_holds = -1;
   res->recipe_sqnr_db = NAN;
   char path[4200];
@@ -333,17 +347,20 @@ static void run_recipe(const char *dir, ufp4_gguf_export_kind kind, ufp4_gguf_ex
   fclose(fp);
   if (ufp4_train_config_load(path, &cfg) || ufp4_recipe_parse(cfg.recipe, &r)) return;
   snprintf(res->run_recipe, sizeof res->run_recipe, "%s", cfg.recipe);
+  if (cfg.overrides[0] || cfg.schedule[0]) return; /* no single recipe made every weight */
   ufp4_qformat want, had = ufp4_recipe_operand_format(&r, UFP4_OP_FPROP_W);
   if (ufp4_recipe_gemm_precision(&r, UFP4_FPROP) != UFP4_PREC_FP4 || (kind != UFP4_GGUF_EXPORT_MXFP4 && kind != UFP4_GGUF_EXPORT_NVFP4) ||
       weight_format(kind, &want))
     return;
   res->recipe_holds = had.grid == want.grid && had.scale == want.scale && had.tile2d == want.tile2d &&
                       (had.tile2d || had.block == want.block) && had.round == want.round && !had.rht &&
-                      !r.keep_first && !r.keep_last;
+                      had.adaptive == want.adaptive && !r.keep_first && !r.keep_last;
   /* Without an RHT the recipe's weights are its format applied to the fp32 ones (under an RHT they
    * live in a rotated basis, and the SQNR against the fp32 weights is what is reported). */
-  if (!res->recipe_holds && !had.rht && had.round != UFP4_ROUND_SR && had.round != UFP4_ROUND_SR8)
+  if (!res->recipe_holds && !had.rht && had.round != UFP4_ROUND_SR && had.round != UFP4_ROUND_SR8) {
     e->recipe = 1, e->rfmt = had;
+    e->keep_first = r.keep_first, e->keep_last = r.keep_last, e->n_layers = c->n_layers;
+  }
 }
 
 static double sqnr_db(double sig, double err) { return err > 0 ? 10.0 * log10(sig / err) : INFINITY; }
@@ -363,7 +380,7 @@ int ufp4_gguf_export(const char *dir, const char *path, const ufp4_gguf_export_o
   const ufp4_model_config *c = ufp4_model_get_config(m);
   ufp4_gguf *g;
   energy e = {0};
-  run_recipe(dir, o->kind, res, &e);
+  run_recipe(dir, o->kind, c, res, &e);
   if ((rc = ufp4_gguf_create(&g))) goto out;
   rc = add_hparams(g, c, dir);
   if (!rc) rc = add_tokenizer(g, o->tokenizer, (uint32_t)c->vocab);
@@ -388,7 +405,7 @@ int ufp4_gguf_export_dequantized(const char *dir, const char *out_dir, const ufp
   if (rc) return rc;
   const ufp4_model_config *c = ufp4_model_get_config(m);
   energy e = {0};
-  run_recipe(dir, o->kind, res, &e);
+  run_recipe(dir, o->kind, c, res, &e);
   for (int i = 0; !rc && i < ufp4_model_tensor_count(c); i++) {
     ufp4_tensor_info t;
     gguf_name gn;
