@@ -101,6 +101,11 @@ static void test_ablation_rows(void **state) {
   assert_null(recipe_entry(j, "fp32"));
   cJSON_Delete(j);
   assert_int_equal(run("%s compare --data %s/data --out %s/x --ablation colour", cli, work, work), 2);
+  /* a schedule is one entry of --recipes, but an ablation varies one recipe: refused, named */
+  assert_int_equal(run("%s compare --data %s/data --out %s/x --recipes 'nvfp4@0,bf16@4' --ablation rht-scope " TINY,
+                       cli, work, work),
+                   2);
+  assert_non_null(strstr(out, "'nvfp4@0,bf16@4' is a schedule"));
   assert_int_equal(run("%s compare --data %s/data --out %s/x --target-effect 0", cli, work, work), 2);
   assert_non_null(strstr(out, "--target-effect"));
 }

@@ -78,6 +78,9 @@ static int expand_ablation(const char *kind, const recipe_list *base, recipe_lis
   const int nv = is_rht ? 5 : 2;
   for (int b = 0; b < base->n; b++) {
     ufp4_recipe r;
+    if (strchr(base->spec[b], '@')) /* which phase would the variants change? none is the obvious one */
+      return ufp4_fail(UFP4_EINVAL, "compare: --ablation %s varies one recipe, and '%s' is a schedule; "
+                       "give the ablation plain recipes", kind, base->spec[b]);
     int rc = ufp4_recipe_parse(base->spec[b], &r);
     if (rc) return rc;
     if (r.precision != UFP4_PREC_FP4) continue; /* bf16/fp32 have no RHT or SR to vary */
