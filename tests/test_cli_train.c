@@ -46,6 +46,28 @@ static void test_every_recipe_learns_text(void **state) {
   }
 }
 
+/* An RHT that does not divide the axis it rotates is refused before any step, naming the projection,
+ * the GEMM and the axis (the quantizer's own message named none of them): Wgrad along the 48 tokens
+ * of a micro-batch, Dgrad along k_proj's 16 outputs (1 kv head of 16), Fprop along 32 inputs. */
+static void test_rht_axes_checked_first(void **state) {
+  (void)state;
+  static char out[1 << 16];
+  const struct {
+    const char *flags, *want;
+  } bad[] = {
+      {"--recipe mxfp4,rht_n=32 --seq-len 24 --batch 2", "model.layers.0.self_attn.q_proj under recipe mxfp4,rht_n=32: its Wgrad RHT of 32 rotates along the micro-batch's tokens (--batch x --seq-len), 48"},
+      {"--recipe 'ufp4,rht_n=32' --kv-heads 1", "model.layers.0.self_attn.k_proj under recipe ufp4,rht_n=32: its Dgrad RHT of 32 rotates along its outputs, 16"},
+      {"--recipe 'ufp4,rht_n=64'", "model.layers.0.self_attn.q_proj under recipe ufp4,rht_n=64: its Fprop RHT of 64 rotates along its inputs, 32"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    int rc = run(out, sizeof out, "%s train --data %s/data --out %s/rht%zu --steps 2 --layers 2 --d-model 32 --heads 2 "
+                 "--ffn 64 --seq-len 32 --batch 2 --eval-every 0 --eval-batches 1 --no-progress %s",
+                 cli, work, work, i, bad[i].flags);
+    if (rc != 1 || !strstr(out, bad[i].want)) fail_msg("%s: exit %d, output:\n%s", bad[i].flags, rc, out);
+    assert_null(strstr(out, "step 1/")); /* refused before training */
+  }
+}
+
 static void test_eval_and_sample_checkpoint(void **state) {
   (void)state;
   static char out[1 << 16], out2[1 << 16];
@@ -109,6 +131,7 @@ static void test_resume_continues_run(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_recipe_learns_text),
+      cmocka_unit_test(test_rht_axes_checked_first),
       cmocka_unit_test(test_eval_and_sample_checkpoint),
       cmocka_unit_test(test_resume_continues_run),
   };

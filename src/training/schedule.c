@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ufp4/error.h"
+#include "ufp4/model.h"
 #include "ufp4/recipe.h"
 #include "training/recipe_phase.h"
 #include "ufp4/train.h"
@@ -91,20 +92,71 @@ int ufp4_train_schedule(const ufp4_train_config *cfg, ufp4_recipe_schedule *out)
 
 /* ---- the loop's side (training/recipe_phase.h) */
 
+/* The weight shape [out, in] of projection `name` (its tensor "name.weight"; a tied lm_head is
+ * [vocab, d_model]). */
+static void projection_shape(const ufp4_model_config *c, const char *name, size_t *out, size_t *in) {
+  char want[UFP4_TENSOR_NAME_MAX + 8];
+  snprintf(want, sizeof want, "%s.weight", name);
+  *out = (size_t)c->vocab, *in = (size_t)c->d_model;
+  ufp4_tensor_info t;
+  for (int i = 0; i < ufp4_model_tensor_count(c); i++) {
+    ufp4_model_tensor(c, i, &t);
+    if (t.ndim == 2 && !strcmp(t.name, want)) {
+      *out = t.shape[0], *in = t.shape[1];
+      return;
+    }
+  }
+}
+
+/* Before any step: every RHT of a 4-bit GEMM must divide the axis it rotates, Fprop's along the
+ * projection's inputs, Dgrad's along its outputs and Wgrad's along the micro-batch's tokens
+ * (batch x seq_len; MoE experts pad their groups to it, moe.h). Otherwise the run would stop at
+ * its first step with the quantizer's bare "rht N does not divide the row length M"; this names
+ * the projection, the GEMM and what to change. */
+static int check_rht_axes(const ufp4_train_config *cfg, const char *spec, const ufp4_projection_info *info,
+                          const ufp4_recipe *per, int n) {
+  static const char *const gemm[] = {"Fprop", "Dgrad", "Wgrad"};
+  const size_t tokens = (size_t)cfg->batch * (size_t)cfg->model.seq_len;
+  for (int i = 0; i < n; i++) {
+    const ufp4_recipe *r = &per[i];
+    if (!ufp4_recipe_quantizes(r) || r->rht_n <= 0) continue;
+    size_t out, in;
+    projection_shape(&cfg->model, info[i].name, &out, &in);
+    for (int g = 0; g < UFP4_N_GEMMS; g++) {
+      if (!(r->rht_mask & (1u << g)) || ufp4_recipe_gemm_precision(r, (ufp4_gemm_kind)g) != UFP4_PREC_FP4) continue;
+      if (g == UFP4_WGRAD && info[i].expert >= 0) continue; /* padded groups */
+      const size_t axis = g == UFP4_FPROP ? in : g == UFP4_DGRAD ? out : tokens;
+      if (axis % (size_t)r->rht_n == 0) continue;
+      const char *what = g == UFP4_FPROP   ? "its inputs"
+                         : g == UFP4_DGRAD ? "its outputs"
+                                           : "the micro-batch's tokens (--batch x --seq-len)";
+      return ufp4_fail(UFP4_EINVAL,
+                       "train: %s under recipe %s: its %s RHT of %d rotates along %s, %zu, which %d does not "
+                       "divide; change that size, or the projection's rht_n or rht (e.g. --override '%s=rht=none')",
+                       info[i].name, spec, gemm[g], r->rht_n, what, axis, r->rht_n, info[i].name);
+    }
+  }
+  return 0;
+}
+
 int train_check_recipes(const ufp4_train_config *cfg, ufp4_recipe_schedule *sched) {
   int rc = ufp4_train_schedule(cfg, sched);
   const int n = ufp4_model_projection_count(&cfg->model);
   ufp4_recipe *per = rc ? NULL : malloc(sizeof *per * (size_t)n);
-  if (!rc && !per) rc = ufp4_fail(UFP4_ENOMEM, "train: out of memory for the projection recipes");
+  ufp4_projection_info *info = rc ? NULL : malloc(sizeof *info * (size_t)n);
+  if (!rc && (!per || !info)) rc = ufp4_fail(UFP4_ENOMEM, "train: out of memory for the projection recipes");
+  if (!rc) ufp4_model_projections(&cfg->model, info);
   int sr = 0;
   for (int p = 0; !rc && p < sched->n; p++) {
     ufp4_recipe base;
     if ((rc = ufp4_recipe_parse(sched->spec[p], &base)) ||
-        (rc = ufp4_model_resolve_recipes(&cfg->model, &base, cfg->overrides, per)))
+        (rc = ufp4_model_resolve_recipes(&cfg->model, &base, cfg->overrides, per)) ||
+        (rc = check_rht_axes(cfg, sched->spec[p], info, per, n)))
       break;
     for (int i = 0; i < n; i++) sr |= ufp4_recipe_quantizes(&per[i]) && per[i].sr_mask;
   }
   free(per);
+  free(info);
   /* Every micro-batch of every rank must draw its own stochastic-rounding streams (a run with no
    * operand under SR draws none). */
   if (!rc && sr)
