@@ -14,7 +14,9 @@ static void usage(FILE *out) {
       "config.json and model.safetensors) over the first N batches of B x seq_len windows of SHARD,\n"
       "in shard order. SHARD is a .tok file, or a folder holding val.tok. --recipe runs the forward\n"
       "under a recipe (default fp32); its random RHT signs come from the seed of the run that wrote\n"
-      "DIR, as in training, so a run's own recipe and --eval-batches give its own validation loss.\n");
+      "DIR, as in training, so a run's own recipe and --eval-batches give its own validation loss.\n"
+      "The one recipe runs every projection: a run trained with --override (per-projection recipes)\n"
+      "is not evaluated under its own mix, and lm_head stays fp32 as in a run without overrides.\n");
 }
 
 typedef struct {
