@@ -118,6 +118,63 @@ static void expect_json(const ufp4_train_field *f, const char *value, int accept
     fail_msg("\"%s\": %s read as %.17g", f->key, value, member(f, &c));
 }
 
+/* Writes text to a temporary file and loads it strictly into a default config; the error message in
+ * msg. */
+static int load_strict(const char *text, char *msg, size_t size) {
+  char path[] = "/tmp/ufp4_strict_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  FILE *out = fdopen(fd, "w");
+  assert_non_null(out);
+  fputs(text, out);
+  fclose(out);
+  ufp4_train_config c = ufp4_train_config_default();
+  int rc = ufp4_train_config_load_strict(path, &c);
+  snprintf(msg, size, "%s", rc ? ufp4_last_error() : "");
+  unlink(path);
+  return rc;
+}
+
+/* train --config: an unknown key, or a known one in the wrong object, is refused by name (it used
+ * to be ignored: an MoE key at the top level trained a dense model); the lenient loader (run
+ * folders) still ignores them; and every file the writer makes loads strictly, MoE and overrides
+ * included. */
+static void test_strict_keys(void **state) {
+  (void)state;
+  char msg[1024];
+  const struct {
+    const char *text, *want;
+  } bad[] = {
+      {"{\"recipe\": \"ufp4\", \"bogus_key\": 3}", "unknown key \"bogus_key\" at the top level"},
+      {"{\"moe_experts\": 4}", "unknown key \"moe_experts\" at the top level (it belongs in \"model\")"},
+      {"{\"model\": {\"lr\": 0.1}}", "unknown key \"lr\" in \"model\" (it belongs in \"optim\")"},
+      {"{\"optim\": {\"recipe\": \"e2m1\"}}", "unknown key \"recipe\" in \"optim\" (it belongs at the top level)"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    assert_int_equal(load_strict(bad[i].text, msg, sizeof msg), UFP4_EFORMAT);
+    if (!strstr(msg, bad[i].want)) fail_msg("%s: %s", bad[i].text, msg);
+  }
+  char path[] = "/tmp/ufp4_lenient_XXXXXX";
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  assert_true(write(fd, "{\"bogus_key\": 3}", 16) == 16);
+  close(fd);
+  ufp4_train_config c = ufp4_train_config_default();
+  assert_int_equal(ufp4_train_config_load(path, &c), 0);
+  unlink(path);
+  c = ufp4_train_config_default();
+  c.model.n_kv_heads = c.model.n_heads; /* as a run resolves them before it writes config.json */
+  c.model.moe_experts = 4;
+  snprintf(c.overrides, sizeof c.overrides, "lm_head=ufp4");
+  snprintf(c.schedule, sizeof c.schedule, "ufp4@0,bf16@0.5");
+  snprintf(c.guard, sizeof c.guard, "sqnr>5");
+  char *json = ufp4_train_config_json(&c);
+  assert_non_null(json);
+  int rc = load_strict(json, msg, sizeof msg);
+  if (rc) fail_msg("the writer's own config.json is refused: %s\n%s", msg, json);
+  free(json);
+}
+
 static void test_json_bounds(void **state) {
   (void)state;
   probe p[4];
@@ -225,7 +282,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rows_unique),  cmocka_unit_test(test_json_bounds),
       cmocka_unit_test(test_flag_bounds),  cmocka_unit_test(test_expert_limit),
-      cmocka_unit_test(test_layer_limit),
+      cmocka_unit_test(test_layer_limit),  cmocka_unit_test(test_strict_keys),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -170,6 +170,11 @@ int ufp4_train_latest_checkpoint(const char *dir);
 char *ufp4_train_config_json(const ufp4_train_config *cfg);
 /* Reads a JSON config (the same keys as config.json; missing keys keep their current value). */
 int ufp4_train_config_load(const char *path, ufp4_train_config *cfg);
+/* The same, for a file a user wrote (train --config): a key the schema does not have, or has in
+ * another object ("moe_experts" at the top level instead of in "model"), is UFP4_EFORMAT naming the
+ * file and the key. Run folders' config.json are read with ufp4_train_config_load, so a folder
+ * written by another version still loads. */
+int ufp4_train_config_load_strict(const char *path, ufp4_train_config *cfg);
 
 /* Mean loss over n validation batches (batch i = val_batch(i)). */
 int ufp4_evaluate(ufp4_model *m, ufp4_batch_fn val_batch, void *ctx, int n, int B, int T, double *loss);

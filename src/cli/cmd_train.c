@@ -55,7 +55,7 @@ static int parse_args(int argc, char **argv, ufp4_train_config *cfg, const char 
     snprintf(path, sizeof path, "%s/config.json", cfg->out_dir);
     if (ufp4_train_config_load(path, cfg)) return cli_error("train", "--resume");
   }
-  if (config && ufp4_train_config_load(config, cfg)) return cli_error("train", NULL);
+  if (config && ufp4_train_config_load_strict(config, cfg)) return cli_error("train", NULL);
   for (int i = 1; i < argc; i++) {
     int r;
     if ((r = cli_value(argc, argv, &i, "--config", &v)) ||

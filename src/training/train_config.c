@@ -264,11 +264,51 @@ static int read_fields(const cJSON *root, const char *path, ufp4_train_config *c
   return 0;
 }
 
-int ufp4_train_config_load(const char *path, ufp4_train_config *c) {
+/* The schema's object ("model", "optim" or NULL for the top level) holding key, or "?" when no
+ * row has it. */
+static const char *schema_parent(const char *key) {
+  for (size_t k = 0; k < ufp4_train_n_fields; k++)
+    if (!strcmp(ufp4_train_fields[k].key, key)) return ufp4_train_fields[k].parent;
+  return "?";
+}
+
+/* Where a known key belongs, for a refusal: "" when no row has it. */
+static const char *belongs(const char *parent) {
+  if (!parent) return " (it belongs at the top level)";
+  if (!strcmp(parent, "?")) return "";
+  return !strcmp(parent, "model") ? " (it belongs in \"model\")" : " (it belongs in \"optim\")";
+}
+
+/* Every key of the file is one the schema has, in its object ("projection_recipes", which the
+ * writer adds for readers, too): a typo or a key at the wrong level would otherwise change nothing,
+ * silently (an MoE setting at the top level trained a dense model). */
+static int check_known_keys(const cJSON *root, const char *path) {
+  for (const cJSON *it = root->child; it; it = it->next) {
+    const char *k = it->string, *want = schema_parent(k);
+    if (!strcmp(k, "model") || !strcmp(k, "optim")) {
+      for (const cJSON *in = it->child; in; in = in->next) {
+        const char *w = schema_parent(in->string);
+        if (!w || strcmp(w, k))
+          return ufp4_fail(UFP4_EFORMAT, "%s: unknown key \"%s\" in \"%s\"%s", path, in->string, k, belongs(w));
+      }
+      continue;
+    }
+    if (!strcmp(k, "projection_recipes") || !want) continue;
+    return ufp4_fail(UFP4_EFORMAT, "%s: unknown key \"%s\" at the top level%s", path, k, belongs(want));
+  }
+  return 0;
+}
+
+static int load(const char *path, ufp4_train_config *c, int strict) {
   cJSON *j;
   int rc = ufp4_json_read_object(path, 1 << 20, NULL, NULL, &j);
   if (rc) return rc;
-  rc = read_fields(j, path, c);
+  if (strict) rc = check_known_keys(j, path);
+  if (!rc) rc = read_fields(j, path, c);
   cJSON_Delete(j);
   return rc;
 }
+
+int ufp4_train_config_load(const char *path, ufp4_train_config *c) { return load(path, c, 0); }
+
+int ufp4_train_config_load_strict(const char *path, ufp4_train_config *c) { return load(path, c, 1); }
