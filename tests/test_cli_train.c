@@ -53,17 +53,24 @@ static void test_rht_axes_checked_first(void **state) {
   (void)state;
   static char out[1 << 16];
   const struct {
-    const char *flags, *want;
+    const char *flags, *who, *what;
   } bad[] = {
-      {"--recipe mxfp4,rht_n=32 --seq-len 24 --batch 2", "model.layers.0.self_attn.q_proj under recipe mxfp4,rht_n=32: its Wgrad RHT of 32 rotates along the micro-batch's tokens (--batch x --seq-len), 48"},
-      {"--recipe 'ufp4,rht_n=32' --kv-heads 1", "model.layers.0.self_attn.k_proj under recipe ufp4,rht_n=32: its Dgrad RHT of 32 rotates along its outputs, 16"},
-      {"--recipe 'ufp4,rht_n=64'", "model.layers.0.self_attn.q_proj under recipe ufp4,rht_n=64: its Fprop RHT of 64 rotates along its inputs, 32"},
+      {"--recipe mxfp4,rht_n=32 --seq-len 24 --batch 2", "model.layers.0.self_attn.q_proj under recipe mxfp4,",
+       ": its Wgrad RHT of 32 rotates along the micro-batch's tokens (--batch x --seq-len), 48"},
+      {"--recipe 'ufp4,rht_n=32' --kv-heads 1", "model.layers.0.self_attn.k_proj under recipe ufp4,",
+       ": its Dgrad RHT of 32 rotates along its outputs, 16"},
+      {"--recipe 'ufp4,rht_n=64'", "model.layers.0.self_attn.q_proj under recipe ufp4,",
+       ": its Fprop RHT of 64 rotates along its inputs, 32"},
+      /* the projection's own recipe is named, not the run's: nvfp4 has no Fprop RHT */
+      {"--recipe nvfp4 --override 'model.layers.1.mlp.up_proj=ufp4,rht_n=64'",
+       "model.layers.1.mlp.up_proj under recipe ufp4,", ": its Fprop RHT of 64 rotates along its inputs, 32"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     int rc = run(out, sizeof out, "%s train --data %s/data --out %s/rht%zu --steps 2 --layers 2 --d-model 32 --heads 2 "
                  "--ffn 64 --seq-len 32 --batch 2 --eval-every 0 --eval-batches 1 --no-progress %s",
                  cli, work, work, i, bad[i].flags);
-    if (rc != 1 || !strstr(out, bad[i].want)) fail_msg("%s: exit %d, output:\n%s", bad[i].flags, rc, out);
+    if (rc != 1 || !strstr(out, bad[i].who) || !strstr(out, bad[i].what) || !strstr(out, "rht_n="))
+      fail_msg("%s: exit %d, output:\n%s", bad[i].flags, rc, out);
     assert_null(strstr(out, "step 1/")); /* refused before training */
   }
 }

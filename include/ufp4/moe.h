@@ -118,10 +118,12 @@ typedef struct {          /* per expert e: pointers into the model's parameter (
 typedef struct ufp4_moe ufp4_moe;  /* routing, saved activations and scratch of ONE MoE block */
 
 /* Allocates everything for up to max_tokens tokens (one allocation per kind of buffer; grouped rows
- * <= k*N + 16*(E+1)). */
+ * <= k*N + 16*(E+1)), for groups aligned to 16 rows; a forward under a recipe that needs a larger
+ * alignment (Grouping above) reallocates them once, and may then fail with UFP4_ENOMEM. */
 int ufp4_moe_create(ufp4_moe **out, const ufp4_moe_config *cfg, int C, size_t max_tokens);
 void ufp4_moe_free(ufp4_moe *s);
-/* Bytes of the saved activations and scratch held by s. */
+/* Bytes of the saved activations and scratch held by s (at its current alignment: before the first
+ * forward of a recipe that aligns groups to more than 16 rows, the 16-row sizing). */
 size_t ufp4_moe_activation_bytes(const ufp4_moe *s);
 /* out [N, C] is WRITTEN (N <= max_tokens). ctx: template (dense gate proj ctx of this layer).
  * x is copied (backward needs it), so the caller may reuse its buffer. */

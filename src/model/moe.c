@@ -245,7 +245,9 @@ static size_t group_align(const ufp4_moe *s, const ufp4_linear_ctx *ctx) {
   size_t A = UFP4_MOE_GROUP_ALIGN;
   for (int i = 0; i < slots; i++) {
     const ufp4_recipe *r = s->expert_recipes ? s->expert_recipes[i] : ctx->recipe;
-    if (ufp4_recipe_quantizes(r) && (r->rht_mask & (1u << UFP4_WGRAD)) && (size_t)r->rht_n > A) A = (size_t)r->rht_n;
+    if (ufp4_recipe_quantizes(r) && (r->rht_mask & (1u << UFP4_WGRAD)) &&
+        ufp4_recipe_gemm_precision(r, UFP4_WGRAD) == UFP4_PREC_FP4 && (size_t)r->rht_n > A)
+      A = (size_t)r->rht_n;
   }
   return A;
 }

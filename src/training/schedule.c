@@ -92,19 +92,20 @@ int ufp4_train_schedule(const ufp4_train_config *cfg, ufp4_recipe_schedule *out)
 
 /* ---- the loop's side (training/recipe_phase.h) */
 
-/* The weight shape [out, in] of projection `name` (its tensor "name.weight"; a tied lm_head is
- * [vocab, d_model]). */
-static void projection_shape(const ufp4_model_config *c, const char *name, size_t *out, size_t *in) {
-  char want[UFP4_TENSOR_NAME_MAX + 8];
-  snprintf(want, sizeof want, "%s.weight", name);
-  *out = (size_t)c->vocab, *in = (size_t)c->d_model;
+/* The weight shape [out, in] of every projection (its tensor "NAME.weight"; a tied lm_head, which
+ * has none, is [vocab, d_model]), in one pass: projections come in the tensor table's order. */
+static void projection_shapes(const ufp4_model_config *c, const ufp4_projection_info *info, int n, size_t *out,
+                              size_t *in) {
+  for (int i = 0; i < n; i++) out[i] = (size_t)c->vocab, in[i] = (size_t)c->d_model;
+  char want[UFP4_TENSOR_NAME_MAX + 8] = "";
+  int j = 0;
+  if (n) snprintf(want, sizeof want, "%s.weight", info[0].name);
   ufp4_tensor_info t;
-  for (int i = 0; i < ufp4_model_tensor_count(c); i++) {
-    ufp4_model_tensor(c, i, &t);
-    if (t.ndim == 2 && !strcmp(t.name, want)) {
-      *out = t.shape[0], *in = t.shape[1];
-      return;
-    }
+  for (int k = 0; k < ufp4_model_tensor_count(c) && j < n; k++) {
+    ufp4_model_tensor(c, k, &t);
+    if (t.ndim != 2 || strcmp(t.name, want)) continue;
+    out[j] = t.shape[0], in[j] = t.shape[1];
+    if (++j < n) snprintf(want, sizeof want, "%s.weight", info[j].name);
   }
 }
 
@@ -112,24 +113,24 @@ static void projection_shape(const ufp4_model_config *c, const char *name, size_
  * projection's inputs, Dgrad's along its outputs and Wgrad's along the micro-batch's tokens
  * (batch x seq_len; MoE experts pad their groups to it, moe.h). Otherwise the run would stop at
  * its first step with the quantizer's bare "rht N does not divide the row length M"; this names
- * the projection, the GEMM and what to change. */
-static int check_rht_axes(const ufp4_train_config *cfg, const char *spec, const ufp4_projection_info *info,
-                          const ufp4_recipe *per, int n) {
+ * the projection, its recipe (after overrides), the GEMM and what to change. */
+static int check_rht_axes(const ufp4_train_config *cfg, const ufp4_projection_info *info, const ufp4_recipe *per,
+                          const size_t *outs, const size_t *ins, int n) {
   static const char *const gemm[] = {"Fprop", "Dgrad", "Wgrad"};
   const size_t tokens = (size_t)cfg->batch * (size_t)cfg->model.seq_len;
   for (int i = 0; i < n; i++) {
     const ufp4_recipe *r = &per[i];
     if (!ufp4_recipe_quantizes(r) || r->rht_n <= 0) continue;
-    size_t out, in;
-    projection_shape(&cfg->model, info[i].name, &out, &in);
     for (int g = 0; g < UFP4_N_GEMMS; g++) {
       if (!(r->rht_mask & (1u << g)) || ufp4_recipe_gemm_precision(r, (ufp4_gemm_kind)g) != UFP4_PREC_FP4) continue;
       if (g == UFP4_WGRAD && info[i].expert >= 0) continue; /* padded groups */
-      const size_t axis = g == UFP4_FPROP ? in : g == UFP4_DGRAD ? out : tokens;
+      const size_t axis = g == UFP4_FPROP ? ins[i] : g == UFP4_DGRAD ? outs[i] : tokens;
       if (axis % (size_t)r->rht_n == 0) continue;
       const char *what = g == UFP4_FPROP   ? "its inputs"
                          : g == UFP4_DGRAD ? "its outputs"
                                            : "the micro-batch's tokens (--batch x --seq-len)";
+      char spec[1024];
+      ufp4_recipe_format(r, spec, sizeof spec);
       return ufp4_fail(UFP4_EINVAL,
                        "train: %s under recipe %s: its %s RHT of %d rotates along %s, %zu, which %d does not "
                        "divide; change that size, or the projection's rht_n or rht (e.g. --override '%s=rht=none')",
@@ -144,19 +145,24 @@ int train_check_recipes(const ufp4_train_config *cfg, ufp4_recipe_schedule *sche
   const int n = ufp4_model_projection_count(&cfg->model);
   ufp4_recipe *per = rc ? NULL : malloc(sizeof *per * (size_t)n);
   ufp4_projection_info *info = rc ? NULL : malloc(sizeof *info * (size_t)n);
-  if (!rc && (!per || !info)) rc = ufp4_fail(UFP4_ENOMEM, "train: out of memory for the projection recipes");
-  if (!rc) ufp4_model_projections(&cfg->model, info);
+  size_t *shapes = rc ? NULL : malloc(sizeof *shapes * 2 * (size_t)n);
+  if (!rc && (!per || !info || !shapes)) rc = ufp4_fail(UFP4_ENOMEM, "train: out of memory for the projection recipes");
+  if (!rc) {
+    ufp4_model_projections(&cfg->model, info);
+    projection_shapes(&cfg->model, info, n, shapes, shapes + n);
+  }
   int sr = 0;
   for (int p = 0; !rc && p < sched->n; p++) {
     ufp4_recipe base;
     if ((rc = ufp4_recipe_parse(sched->spec[p], &base)) ||
         (rc = ufp4_model_resolve_recipes(&cfg->model, &base, cfg->overrides, per)) ||
-        (rc = check_rht_axes(cfg, sched->spec[p], info, per, n)))
+        (rc = check_rht_axes(cfg, info, per, shapes, shapes + n, n)))
       break;
     for (int i = 0; i < n; i++) sr |= ufp4_recipe_quantizes(&per[i]) && per[i].sr_mask;
   }
   free(per);
   free(info);
+  free(shapes);
   /* Every micro-batch of every rank must draw its own stochastic-rounding streams (a run with no
    * operand under SR draws none). */
   if (!rc && sr)
