@@ -10,6 +10,10 @@
 #include <string.h>
 
 #include "cli_fixture.h"
+#include "ufp4/model.h"
+#include "ufp4/model_io.h"
+#include "ufp4/quant.h"
+#include "ufp4/recipe.h"
 
 static char work[] = "/tmp/ufp4_cli_export.XXXXXX";
 static const char *cli;
@@ -90,24 +94,82 @@ static void export_run(const char *name, const char *flags, char *out, size_t si
                            "--tokenizer bytes --out %s/%s.gguf", cli, work, name, work, name), 0);
 }
 
-/* What the GGUF export says of the run's own quantization. Plain nvfp4: the file holds its codes.
- * nvfp4-4over6: it does not (the writer has no 4/6), and the conversion's SQNR against the 4/6
- * weights is finite. keep_first=1: block 0's forward used the fp32 weights, so the SQNR against
- * the forward's weights is finite (it was +inf when block 0 was compared with its own requantized
- * copy). Overrides: no comparison, and a note. */
+/* The fp32 weights of checkpoint `dir` (freed by the caller with ufp4_model_free). */
+static ufp4_model *load_fp32(const char *dir) {
+  ufp4_model *m = NULL;
+  assert_int_equal(ufp4_model_load(dir, "fp32", 1, &m), 0);
+  return m;
+}
+
+/* Of every block projection of checkpoint `run` against `deq` (its dequant-nvfp4 export): the
+ * elements where deq differs from the scalar reference of `spec`'s fprop weight format. */
+static size_t differ_from(const char *run, const char *deq, const char *spec, size_t *n_elems) {
+  ufp4_model *a = load_fp32(run), *b = load_fp32(deq);
+  ufp4_recipe r;
+  assert_int_equal(ufp4_recipe_parse(spec, &r), 0);
+  ufp4_qformat f = ufp4_recipe_operand_format(&r, UFP4_OP_FPROP_W);
+  const ufp4_model_config *c = ufp4_model_get_config(a);
+  size_t differ = 0;
+  *n_elems = 0;
+  for (int i = 0; i < ufp4_model_tensor_count(c); i++) {
+    ufp4_tensor_info t;
+    ufp4_model_tensor(c, i, &t);
+    if (t.ndim != 2 || !strstr(t.name, "model.layers.") || !strstr(t.name, "_proj.weight")) continue;
+    size_t n = t.shape[0] * t.shape[1];
+    float *y = malloc(n * sizeof *y);
+    assert_non_null(y);
+    assert_int_equal(ufp4_fake_quant_reference(&f, ufp4_model_params(a) + t.offset, y, t.shape[0], t.shape[1]), 0);
+    const float *d = ufp4_model_params(b) + t.offset;
+    for (size_t k = 0; k < n; k++) differ += d[k] != y[k];
+    *n_elems += n;
+    free(y);
+  }
+  ufp4_model_free(a), ufp4_model_free(b);
+  return differ;
+}
+
+/* A Four Over Six run's NVFP4 export holds its 4/6 codes: every projection of the dequant-nvfp4
+ * reference (the same codes and scales as the GGUF file) equals the scalar reference of the
+ * nvfp4-4over6 weight format, and differs from plain nvfp4's somewhere, so blocks chose 4. */
+static void test_gguf_holds_four_over_six(void **state) {
+  (void)state;
+  static char out[1 << 14], run[4300], deq[4300];
+  export_run("r_46w", "--recipe nvfp4-4over6", out, sizeof out);
+  assert_non_null(strstr(out, "4-bit weights: e2m1, nvfp4 scales, 16x16 tiles, rne, 4over6 by mse\n"));
+  snprintf(run, sizeof run, "%s/r_46w/ckpt/step_00000002", work);
+  snprintf(deq, sizeof deq, "%s/r_46w_deq", work);
+  assert_int_equal(cli_run(out, sizeof out, "%s export --checkpoint %s --format dequant-nvfp4 --out %s", cli, run, deq), 0);
+  size_t n, n_plain;
+  assert_int_equal(differ_from(run, deq, "nvfp4-4over6", &n), 0);
+  size_t plain = differ_from(run, deq, "nvfp4", &n_plain);
+  assert_true(n > 0 && n == n_plain);
+  assert_true(plain > 0 && plain < n);
+}
+
+/* What the GGUF export says of the run's own quantization. Plain nvfp4 and nvfp4-4over6: the file
+ * holds its codes (4/6 since 2026-12-03). keep_first=1: the format is the recipe's, block 0's
+ * forward used the fp32 weights, so the SQNR against the forward's weights is finite (it was +inf
+ * when block 0 was compared with its own requantized copy). e2m1 (FP32 block scales): requantized,
+ * with a finite SQNR. Overrides: no comparison, and a note. */
 static void test_gguf_and_run_recipe(void **state) {
   (void)state;
   static char out[1 << 14];
   export_run("r_nvfp4", "--recipe nvfp4", out, sizeof out);
   assert_non_null(strstr(out, "the file holds its codes and scales"));
+  assert_non_null(strstr(out, "4-bit weights: e2m1, nvfp4 scales, 16x16 tiles, rne\n"));
   export_run("r_46", "--recipe nvfp4-4over6", out, sizeof out);
+  assert_non_null(strstr(out, "the run's recipe nvfp4-4over6,"));
+  assert_non_null(strstr(out, " trained with this weight format: the file holds its codes and scales"));
+  export_run("r_e2m1", "--recipe e2m1", out, sizeof out);
   assert_null(strstr(out, "the file holds"));
-  assert_non_null(strstr(out, "cannot hold the weight quantization of the run's recipe nvfp4-4over6,"));
+  assert_non_null(strstr(out, "cannot hold the weight quantization of the run's recipe e2m1,"));
+  assert_non_null(strstr(out, "4-bit weights: e2m1, nvfp4 scales, 16x16 tiles, rne\n"));
   const char *s = strstr(out, "the recipe's forward used: ");
   assert_non_null(s);
   double db = strtod(s + strlen("the recipe's forward used: "), NULL);
   assert_true(db > 5.0 && db < 200.0);
   export_run("r_keep", "--recipe nvfp4,keep_first=1", out, sizeof out);
+  assert_non_null(strstr(out, "trained with this weight format but kept blocks in fp32"));
   s = strstr(out, "the recipe's forward used: ");
   assert_non_null(s);
   db = strtod(s + strlen("the recipe's forward used: "), NULL);
@@ -141,6 +203,7 @@ int main(void) {
       cmocka_unit_test(test_writes_gguf),
       cmocka_unit_test(test_writes_hf),
       cmocka_unit_test(test_gguf_and_run_recipe),
+      cmocka_unit_test(test_gguf_holds_four_over_six),
       cmocka_unit_test(test_refusals),
   };
   return cmocka_run_group_tests(tests, setup, cli_fixture_teardown);

@@ -58,15 +58,20 @@ static int gguf_write(const export_opts *o, ufp4_gguf_export_kind kind, int dequ
            (unsigned long long)r.bytes, r.tensors, r.quantized);
   if (r.quantized) printf(", SQNR %.2f dB against the fp32 weights", r.sqnr_db);
   printf("\n");
+  if (r.quantized) printf("4-bit weights: %s\n", r.weight_format);
   static ufp4_train_config cfg;
   if ((kind == UFP4_GGUF_EXPORT_MXFP4 || kind == UFP4_GGUF_EXPORT_NVFP4) && run_config(o->ckpt, &cfg))
     mixed_recipes(&cfg); /* then recipe_holds is -1 */
   if (r.recipe_holds == 1)
     printf("the run's recipe %s trained with this weight format: the file holds its codes and scales\n",
            r.run_recipe);
+  else if (r.recipe_holds == 0 && r.follows_run)
+    printf("note: the run's recipe %s trained with this weight format but kept blocks in fp32: the file\n"
+           "holds its codes and scales elsewhere, and those blocks' fp32 weights quantized the same way\n",
+           r.run_recipe);
   else if (r.recipe_holds == 0)
-    printf("note: %s cannot hold the weight quantization of the run's recipe %s (another grid, scale,\n"
-           "block, rounding, adaptive scaling or an RHT, or blocks kept in fp32): the fp32 master weights\n"
+    printf("note: %s cannot hold the weight quantization of the run's recipe %s (another grid, scale or\n"
+           "block, SR, or an RHT): the fp32 master weights\n"
            "were requantized, with the SQNR above\n", o->format, r.run_recipe);
   if (r.recipe_holds == 0 && !isnan(r.recipe_sqnr_db))
     printf("SQNR of the conversion against the weights the recipe's forward used: %.2f dB\n", r.recipe_sqnr_db);

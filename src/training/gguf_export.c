@@ -83,11 +83,25 @@ static int weight_format(ufp4_gguf_export_kind k, ufp4_qformat *f) {
   return 0;
 }
 
-/* Pooled energies: of the fp32 weights and of the export's error against them; of the run recipe's
+/* Whether ggml's block type of kind k holds the codes and scales of format f as they are: E2M1
+ * codes chosen deterministically in the weights' own basis (no RHT, no SR), and NVFP4 scales in
+ * 1x16 blocks or 16x16 tiles (a tile's scale repeats in its 16 rows' sub-blocks), or an E8M0 scale
+ * of any rule in 1x32 blocks. How a block chose its scale does not matter to the decoder, so Four
+ * Over Six's choices (f->adaptive) fit, and so does its tensor scale (written as "<name>.scale"). */
+static int ggml_holds(ufp4_gguf_export_kind k, const ufp4_qformat *f) {
+  if (f->grid != UFP4_GRID_E2M1 || f->rht || f->round == UFP4_ROUND_SR || f->round == UFP4_ROUND_SR8) return 0;
+  if (k == UFP4_GGUF_EXPORT_NVFP4)
+    return f->scale == UFP4_SCALE_NVFP4 && (f->tile2d == 16 || (!f->tile2d && f->block == 16));
+  if (k == UFP4_GGUF_EXPORT_MXFP4) return ufp4_scale_is_e8m0(f->scale) && !f->tile2d && f->block == 32;
+  return 0;
+}
+
+/* The export's weight format, and pooled energies: of the fp32 weights and of the export's error against them; of the run recipe's
  * own quantized weights and of the export's difference from them (when `recipe` is set). The
  * recipe's forward used rfmt's weights, except in the blocks it kept in fp32 (keep_first,
  * keep_last of n_layers), where it used the fp32 weights themselves. */
 typedef struct {
+  ufp4_qformat wfmt; /* what every 4-bit projection is quantized with (run_recipe) */
   double sig, err, rsig, rerr;
   int recipe;
   ufp4_qformat rfmt;
@@ -112,13 +126,12 @@ static void add_energy(const float *a, const float *b, size_t n, double *sig, do
 /* Quantizes one projection [rows][cols] into *q and adds to the energies. */
 static int quantize(const ufp4_gguf_export_opts *o, const char *hf, const float *w, size_t rows,
                     size_t cols, ufp4_qtensor *q, energy *e) {
-  ufp4_qformat f;
-  int rc = weight_format(o->kind, &f);
+  int rc = 0;
   size_t gblock = o->kind == UFP4_GGUF_EXPORT_MXFP4 ? 32 : 64;
-  if (!rc && cols % gblock)
+  if (cols % gblock)
     rc = ufp4_fail(UFP4_EINVAL, "gguf export: %s has %zu input columns, not a multiple of %s's block of %zu (exclude it)",
                    hf, cols, o->kind == UFP4_GGUF_EXPORT_MXFP4 ? "MXFP4" : "NVFP4", gblock);
-  if (!rc) rc = ufp4_quantize(&f, w, rows, cols, q);
+  if (!rc) rc = ufp4_quantize(&e->wfmt, w, rows, cols, q);
   if (rc) return rc;
   float *y = malloc(2 * rows * cols * sizeof *y);
   if (!y) return ufp4_fail(UFP4_ENOMEM, "gguf export: out of memory for %s", hf);
@@ -332,40 +345,57 @@ static int load(const char *dir, ufp4_model **m) {
   return rc;
 }
 
-/* Fills res->run_recipe and res->recipe_holds (gguf_export.h) from the run folder above dir; c is
- * the checkpoint's model. */
-static void run_recipe(const char *dir, ufp4_gguf_export_kind kind, const ufp4_model_config *c,
-                       ufp4_gguf_export_result *res, energy *e) {
+/* Sets e->wfmt and fills res->run_recipe and res->recipe_holds (gguf_export.h) from the run folder
+ * above dir; c is the checkpoint's model. The weight format is the run recipe's fprop weight
+ * format when ggml's type holds it (ggml_holds), so the file holds what the run trained with, and
+ * otherwise that of ufp4's recipe named like the export. */
+static int run_recipe(const char *dir, ufp4_gguf_export_kind kind, const ufp4_model_config *c,
+                      ufp4_gguf_export_result *res, energy *e) {
   res->recipe_holds = -1;
   res->recipe_sqnr_db = NAN;
+  int rc = weight_format(kind, &e->wfmt);
+  if (rc) return rc;
   char path[4200];
   snprintf(path, sizeof path, "%s/../../config.json", dir);
   ufp4_train_config cfg = ufp4_train_config_default();
   ufp4_recipe r;
   FILE *fp = fopen(path, "rb");
-  if (!fp) return;
+  if (!fp) return 0;
   fclose(fp);
-  if (ufp4_train_config_load(path, &cfg) || ufp4_recipe_parse(cfg.recipe, &r)) return;
+  if (ufp4_train_config_load(path, &cfg) || ufp4_recipe_parse(cfg.recipe, &r)) return 0;
   snprintf(res->run_recipe, sizeof res->run_recipe, "%s", cfg.recipe);
-  if (cfg.overrides[0] || cfg.schedule[0]) return; /* no single recipe made every weight */
-  ufp4_qformat want, had = ufp4_recipe_operand_format(&r, UFP4_OP_FPROP_W);
-  if (ufp4_recipe_gemm_precision(&r, UFP4_FPROP) != UFP4_PREC_FP4 || (kind != UFP4_GGUF_EXPORT_MXFP4 && kind != UFP4_GGUF_EXPORT_NVFP4) ||
-      weight_format(kind, &want))
-    return;
-  res->recipe_holds = had.grid == want.grid && had.scale == want.scale && had.tile2d == want.tile2d &&
-                      (had.tile2d || had.block == want.block) && had.round == want.round && !had.rht &&
-                      had.adaptive == want.adaptive && !r.keep_first && !r.keep_last;
+  if (cfg.overrides[0] || cfg.schedule[0]) return 0; /* no single recipe made every weight */
+  if (ufp4_recipe_gemm_precision(&r, UFP4_FPROP) != UFP4_PREC_FP4 ||
+      (kind != UFP4_GGUF_EXPORT_MXFP4 && kind != UFP4_GGUF_EXPORT_NVFP4))
+    return 0;
+  ufp4_qformat had = ufp4_recipe_operand_format(&r, UFP4_OP_FPROP_W);
+  const int holds = ggml_holds(kind, &had);
+  if (holds) e->wfmt = had;
+  res->follows_run = holds;
+  res->recipe_holds = holds && !r.keep_first && !r.keep_last;
   /* Without an RHT the recipe's weights are its format applied to the fp32 ones (under an RHT they
    * live in a rotated basis, and the SQNR against the fp32 weights is what is reported). */
   if (!res->recipe_holds && !had.rht && had.round != UFP4_ROUND_SR && had.round != UFP4_ROUND_SR8) {
     e->recipe = 1, e->rfmt = had;
     e->keep_first = r.keep_first, e->keep_last = r.keep_last, e->n_layers = c->n_layers;
   }
+  return 0;
+}
+
+/* "e2m1, nvfp4 scales, 16x16 tiles, rne[, 4over6 by mse]" */
+static void describe(const ufp4_qformat *f, char *buf, size_t size) {
+  char shape[32];
+  if (f->tile2d) snprintf(shape, sizeof shape, "%dx%d tiles", f->tile2d, f->tile2d);
+  else snprintf(shape, sizeof shape, "1x%d blocks", f->block);
+  int n = snprintf(buf, size, "e2m1, %s scales, %s, %s", ufp4_scale_name(f->scale), shape, ufp4_round_name(f->round));
+  if (f->adaptive && n >= 0 && (size_t)n < size)
+    snprintf(buf + n, size - (size_t)n, ", %s by %s", ufp4_adaptive_name(f->adaptive), ufp4_metric_name(f->metric));
 }
 
 static double sqnr_db(double sig, double err) { return err > 0 ? 10.0 * log10(sig / err) : INFINITY; }
 
 static void finish(ufp4_gguf_export_result *res, const energy *e) {
+  if (res->quantized) describe(&e->wfmt, res->weight_format, sizeof res->weight_format);
   res->sqnr_db = sqnr_db(e->sig, e->err);
   if (e->recipe) res->recipe_sqnr_db = sqnr_db(e->rsig, e->rerr);
 }
@@ -380,8 +410,7 @@ int ufp4_gguf_export(const char *dir, const char *path, const ufp4_gguf_export_o
   const ufp4_model_config *c = ufp4_model_get_config(m);
   ufp4_gguf *g;
   energy e = {0};
-  run_recipe(dir, o->kind, c, res, &e);
-  if ((rc = ufp4_gguf_create(&g))) goto out;
+  if ((rc = run_recipe(dir, o->kind, c, res, &e)) || (rc = ufp4_gguf_create(&g))) goto out;
   rc = add_hparams(g, c, dir);
   if (!rc) rc = add_tokenizer(g, o->tokenizer, (uint32_t)c->vocab);
   for (int i = 0; !rc && i < ufp4_model_tensor_count(c); i++) {
@@ -405,7 +434,7 @@ int ufp4_gguf_export_dequantized(const char *dir, const char *out_dir, const ufp
   if (rc) return rc;
   const ufp4_model_config *c = ufp4_model_get_config(m);
   energy e = {0};
-  run_recipe(dir, o->kind, c, res, &e);
+  rc = run_recipe(dir, o->kind, c, res, &e);
   for (int i = 0; !rc && i < ufp4_model_tensor_count(c); i++) {
     ufp4_tensor_info t;
     gguf_name gn;
