@@ -175,6 +175,54 @@ static void test_strict_keys(void **state) {
   free(json);
 }
 
+/* Writes text to a new temporary file whose name goes into path (a mkstemp template). */
+static void write_temp(char *path, const char *text) {
+  int fd = mkstemp(path);
+  assert_true(fd >= 0);
+  const size_t n = strlen(text);
+  assert_true(write(fd, text, n) == (ssize_t)n);
+  close(fd);
+}
+
+/* Derived keys in a --config file are not read; a value that differs from the run's is a note
+ * naming the file, the key and both values. The writer's own config.json has none on the same run;
+ * on two ranks, world and global_batch_tokens differ. The notes are cut at the buffer's size. */
+static void test_derived_notes(void **state) {
+  (void)state;
+  char notes[2048], path[] = "/tmp/ufp4_derived_XXXXXX";
+  ufp4_train_config c = ufp4_train_config_default();
+  c.model.n_kv_heads = c.model.n_heads;
+  char *json = ufp4_train_config_json(&c);
+  assert_non_null(json);
+  write_temp(path, json);
+  free(json);
+  assert_int_equal(ufp4_train_config_derived_notes(path, &c, notes, sizeof notes), 0);
+  assert_string_equal(notes, "");
+  ufp4_train_config two = c;
+  two.world = 2 * c.world;
+  assert_int_equal(ufp4_train_config_derived_notes(path, &two, notes, sizeof notes), 2);
+  char want[256];
+  snprintf(want, sizeof want, "%s: \"world\" is derived, not read: the file says %d, this run has %d\n", path,
+           c.world, two.world);
+  if (!strstr(notes, want)) fail_msg("%s", notes);
+  assert_non_null(strstr(notes, "\"global_batch_tokens\" is derived, not read"));
+  unlink(path);
+
+  char hand[] = "/tmp/ufp4_derived_XXXXXX";
+  write_temp(hand, "{\"world\": \"four\", \"model\": {\"n_params\": 7, \"d_model\": 64}}");
+  ufp4_train_config d = ufp4_train_config_default();
+  assert_int_equal(ufp4_train_config_load_strict(hand, &d), 0);
+  assert_int_equal(ufp4_train_config_derived_notes(hand, &d, notes, sizeof notes), 2);
+  assert_non_null(strstr(notes, "\"world\" is derived, not read: the file says a string, this run has"));
+  assert_non_null(strstr(notes, "\"n_params\" is derived, not read: the file says 7, this run has"));
+  char tiny[24];
+  memset(tiny, 'x', sizeof tiny);
+  assert_int_equal(ufp4_train_config_derived_notes(hand, &d, tiny, sizeof tiny), 2);
+  assert_int_equal(strlen(tiny), sizeof tiny - 1);
+  unlink(hand);
+  assert_int_equal(ufp4_train_config_derived_notes("/nonexistent/ufp4.json", &d, notes, sizeof notes), 0);
+}
+
 static void test_json_bounds(void **state) {
   (void)state;
   probe p[4];
@@ -282,7 +330,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_rows_unique),  cmocka_unit_test(test_json_bounds),
       cmocka_unit_test(test_flag_bounds),  cmocka_unit_test(test_expert_limit),
-      cmocka_unit_test(test_layer_limit),  cmocka_unit_test(test_strict_keys),
+      cmocka_unit_test(test_layer_limit),  cmocka_unit_test(test_strict_keys), cmocka_unit_test(test_derived_notes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -175,6 +175,13 @@ int ufp4_train_config_load(const char *path, ufp4_train_config *cfg);
  * file and the key. Run folders' config.json are read with ufp4_train_config_load, so a folder
  * written by another version still loads. */
 int ufp4_train_config_load_strict(const char *path, ufp4_train_config *cfg);
+/* Of a file that ufp4_train_config_load_strict read: the derived keys it holds ("n_params",
+ * "world", "global_batch_tokens", ..., which config.json carries for its readers and no loader
+ * reads) whose values differ from those of cfg, the run's final config. Writes one line per key
+ * into out (NUL-terminated, cut at size): `PATH: "KEY" is derived, not read: the file says X, this
+ * run has Y`. Returns their number (0 also when the file cannot be read again). A run's own
+ * config.json passed as --config matches on a run of the same shape and world. */
+int ufp4_train_config_derived_notes(const char *path, const ufp4_train_config *cfg, char *out, size_t size);
 
 /* Mean loss over n validation batches (batch i = val_batch(i)). */
 int ufp4_evaluate(ufp4_model *m, ufp4_batch_fn val_batch, void *ctx, int n, int B, int T, double *loss);

@@ -34,7 +34,7 @@ static void usage(FILE *out) {
 /* The run config from RUN/config.json (--resume), then --config FILE, then the flags, in that
  * order, so flags override what the files set. Returns 0 or the exit status (1 or 2). */
 static int parse_args(int argc, char **argv, ufp4_train_config *cfg, const char **data_dir,
-                      int *resume) {
+                      int *resume, const char **config_file) {
   const char *config = NULL, *v;
   for (int i = 1; i < argc; i++) {
     int r = cli_value(argc, argv, &i, "--config", &v);
@@ -56,6 +56,7 @@ static int parse_args(int argc, char **argv, ufp4_train_config *cfg, const char 
     if (ufp4_train_config_load(path, cfg)) return cli_error("train", "--resume");
   }
   if (config && ufp4_train_config_load_strict(config, cfg)) return cli_error("train", NULL);
+  *config_file = config;
   for (int i = 1; i < argc; i++) {
     int r;
     if ((r = cli_value(argc, argv, &i, "--config", &v)) ||
@@ -100,7 +101,8 @@ static void print_plan(const ufp4_train_config *cfg, const char *resolved) {
 
 /* Trains over all ranks of this process's world (data parallel; the ranks of a node share its
  * cores); returns the exit status. */
-static int run(ufp4_train_config *cfg, const char *data_dir, int resume, const char *resolved) {
+static int run(ufp4_train_config *cfg, const char *data_dir, int resume, const char *resolved,
+               const char *config_file) {
   cli_run_share share;
   if (cli_run_share_begin(&share, cfg->threads)) return cli_error("train", NULL);
   cfg->rank = share.rank;
@@ -108,6 +110,10 @@ static int run(ufp4_train_config *cfg, const char *data_dir, int resume, const c
   const int rank0 = cfg->rank == 0;
   if (!rank0) cfg->progress = 0;
   if (rank0) print_plan(cfg, resolved);
+  static char notes[4096];
+  if (rank0 && config_file && ufp4_train_config_derived_notes(config_file, cfg, notes, sizeof notes))
+    for (char *line = strtok(notes, "\n"); line; line = strtok(NULL, "\n"))
+      fprintf(stderr, "ufp4 train: note: %s\n", line);
   ufp4_train_result res;
   char dir[sizeof cfg->data_desc];
   snprintf(dir, sizeof dir, "%s", data_dir);
@@ -130,7 +136,8 @@ int ufp4_cmd_train(int argc, char **argv) {
   ufp4_train_config cfg = ufp4_train_config_default();
   const char *data_dir = NULL;
   int resume = 0;
-  int rc = parse_args(argc, argv, &cfg, &data_dir, &resume);
+  const char *config_file = NULL;
+  int rc = parse_args(argc, argv, &cfg, &data_dir, &resume, &config_file);
   if (rc) return rc;
   if (!data_dir && !resume) {
     fprintf(stderr, "ufp4 train: --data DIR is required (a folder written by ufp4 prepare)\n");
@@ -146,5 +153,5 @@ int ufp4_cmd_train(int argc, char **argv) {
   if (cfg.optim.total_steps <= 0) cfg.optim.total_steps = cfg.steps;
   char resolved[512];
   ufp4_recipe_format(&recipe, resolved, sizeof resolved);
-  return run(&cfg, data_dir, resume, resolved);
+  return run(&cfg, data_dir, resume, resolved, config_file);
 }

@@ -312,3 +312,29 @@ static int load(const char *path, ufp4_train_config *c, int strict) {
 int ufp4_train_config_load(const char *path, ufp4_train_config *c) { return load(path, c, 0); }
 
 int ufp4_train_config_load_strict(const char *path, ufp4_train_config *c) { return load(path, c, 1); }
+
+int ufp4_train_config_derived_notes(const char *path, const ufp4_train_config *c, char *out, size_t size) {
+  cJSON *j;
+  if (size) out[0] = '\0';
+  if (ufp4_json_read_object(path, 1 << 20, NULL, NULL, &j)) return 0; /* it was read before */
+  int n = 0;
+  size_t used = 0;
+  for (size_t k = 0; k < ufp4_train_n_fields; k++) {
+    const ufp4_train_field *f = &ufp4_train_fields[k];
+    if (f->kind != UFP4_CFG_DERIVED) continue;
+    const cJSON *obj = f->parent ? cJSON_GetObjectItemCaseSensitive(j, f->parent) : j;
+    const cJSON *v = obj ? cJSON_GetObjectItemCaseSensitive(obj, f->key) : NULL;
+    const double have = f->derive(c);
+    if (!v || (cJSON_IsNumber(v) && v->valuedouble == have)) continue;
+    n++;
+    char file_value[64];
+    if (cJSON_IsNumber(v)) snprintf(file_value, sizeof file_value, "%.17g", v->valuedouble);
+    else snprintf(file_value, sizeof file_value, "a %s", cJSON_IsString(v) ? "string" : "non-number");
+    int w = snprintf(out + used, used < size ? size - used : 0,
+                     "%s: \"%s\" is derived, not read: the file says %s, this run has %.17g\n", path,
+                     f->key, file_value, have);
+    if (w > 0) used = used + (size_t)w < size ? used + (size_t)w : size;
+  }
+  cJSON_Delete(j);
+  return n;
+}
