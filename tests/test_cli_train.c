@@ -75,6 +75,18 @@ static void test_rht_axes_checked_first(void **state) {
   }
 }
 
+/* The val_loss a run wrote in its run.json, as metrics.jsonl prints it (%.9g). */
+static void own_val_loss(const char *run_dir, char *buf, size_t size) {
+  char path[8300], *rec;
+  size_t n;
+  snprintf(path, sizeof path, "%s/run.json", run_dir);
+  assert_int_equal(ufp4_read_file(path, 1 << 20, &rec, &n), 0);
+  const char *fv = strstr(rec, "\"final_val_loss\":");
+  assert_non_null(fv);
+  snprintf(buf, size, "%.9g", atof(fv + strlen("\"final_val_loss\":")));
+  free(rec);
+}
+
 static void test_eval_and_sample_checkpoint(void **state) {
   (void)state;
   static char out[1 << 16], out2[1 << 16];
@@ -89,21 +101,14 @@ static void test_eval_and_sample_checkpoint(void **state) {
    * would give another loss; e2m1 and nvfp4 have no fprop RHT and check the batches alone). */
   for (int i = 2; i <= 4; i++) {
     const char *recipe[] = {"", "", "e2m1", "ufp4", "nvfp4"};
-    char path[8192], *rec;
-    size_t n;
-    snprintf(path, sizeof path, "%s/run%d/run.json", work, i);
-    assert_int_equal(ufp4_read_file(path, 1 << 20, &rec, &n), 0);
-    const char *fv = strstr(rec, "\"final_val_loss\":");
-    assert_non_null(fv);
-    const double own = atof(fv + strlen("\"final_val_loss\":"));
-    free(rec);
+    char dir[8192], mine[64], theirs[64];
+    snprintf(dir, sizeof dir, "%s/run%d", work, i);
+    own_val_loss(dir, mine, sizeof mine);
     assert_int_equal(run(out, sizeof out, "%s eval --checkpoint %s/run%d/ckpt/step_00000200 --data %s/data --batches 8 --batch 8 --recipe %s",
                          cli, work, i, work, recipe[i]), 0);
     l = strstr(out, "loss ");
     assert_non_null(l);
     /* The same number to the printed digits: eval prints %.9g, as metrics.jsonl does. */
-    char mine[64], theirs[64];
-    snprintf(mine, sizeof mine, "%.9g", own);
     assert_int_equal(sscanf(l + 5, "%63s", theirs), 1);
     if (strcmp(mine, theirs)) fail_msg("%s: eval gives %s, the run %s", recipe[i], theirs, mine);
   }
@@ -120,6 +125,37 @@ static void test_eval_and_sample_checkpoint(void **state) {
   assert_int_equal(run(out, sizeof out, "%s train --data %s/data --out %s/x --colour blue", cli, work, work), 2);
   assert_int_equal(run(out, sizeof out, "%s train --data %s/data --out %s/x --recipe e3m0", cli, work, work), 2);
   assert_non_null(strstr(out, "e3m0"));
+}
+
+/* eval --override: a run trained with overrides (block 0 in bf16, lm_head in nvfp4, the rest ufp4
+ * with its fprop RHT signs from the run's seed) gives its own validation loss under its recipe and
+ * the same overrides, and another without them; a pattern that matches nothing is an error naming
+ * it, and a flag value without '=' a usage error. */
+static void test_eval_override(void **state) {
+  (void)state;
+  static char out[1 << 16];
+  const char *ovr = "--override 'model.layers.0.*=bf16' --override 'lm_head=nvfp4'";
+  int rc = run(out, sizeof out, "%s train --data %s/data --out %s/ovr --steps 20 --layers 2 --d-model 32 --heads 2 "
+               "--ffn 64 --seq-len 32 --batch 4 --eval-every 0 --eval-batches 2 --no-progress --recipe ufp4 %s",
+               cli, work, work, ovr);
+  if (rc) fail_msg("train failed (%d): %s", rc, out);
+  char own[64], dir[8192], theirs[64];
+  snprintf(dir, sizeof dir, "%s/ovr", work);
+  own_val_loss(dir, own, sizeof own);
+  const char *eval = "%s eval --checkpoint %s/ckpt/step_00000020 --data %s/data --batches 2 --batch 4 --recipe ufp4 %s";
+  assert_int_equal(run(out, sizeof out, eval, cli, dir, work, ovr), 0);
+  const char *l = strstr(out, "loss ");
+  assert_non_null(l);
+  assert_int_equal(sscanf(l + 5, "%63s", theirs), 1);
+  if (strcmp(own, theirs)) fail_msg("eval with the run's overrides gives %s, the run %s", theirs, own);
+  assert_int_equal(run(out, sizeof out, eval, cli, dir, work, ""), 0);
+  assert_non_null(l = strstr(out, "loss "));
+  assert_int_equal(sscanf(l + 5, "%63s", theirs), 1);
+  if (!strcmp(own, theirs)) fail_msg("eval without the overrides gives the run's own loss %s", own);
+  assert_int_equal(run(out, sizeof out, eval, cli, dir, work, "--override 'model.layers.9.*=bf16'"), 1);
+  if (!strstr(out, "model.layers.9.*")) fail_msg("%s", out);
+  assert_int_equal(run(out, sizeof out, eval, cli, dir, work, "--override bf16"), 2);
+  if (!strstr(out, "expected PATTERN=SPEC")) fail_msg("%s", out);
 }
 
 static void test_resume_continues_run(void **state) {
@@ -140,6 +176,7 @@ int main(void) {
       cmocka_unit_test(test_every_recipe_learns_text),
       cmocka_unit_test(test_rht_axes_checked_first),
       cmocka_unit_test(test_eval_and_sample_checkpoint),
+      cmocka_unit_test(test_eval_override),
       cmocka_unit_test(test_resume_continues_run),
   };
   return cmocka_run_group_tests(tests, setup, cli_fixture_teardown);

@@ -134,8 +134,8 @@ static void round_trip(ufp4_hf_format fmt, const ufp4_hf_export_opts *o, ufp4_qf
           res->qformat, res->sqnr_db, differ);
   assert_int_equal(ufp4_checkpoint_save(ref, want, NULL, NULL, NULL), 0);
   ufp4_eval_result a, b;
-  assert_int_equal(ufp4_eval_checkpoint(out, shard, "fp32", 4, 2, &a), 0);
-  assert_int_equal(ufp4_eval_checkpoint(ref, shard, "fp32", 4, 2, &b), 0);
+  assert_int_equal(ufp4_eval_checkpoint(out, shard, "fp32", NULL, 4, 2, &a), 0);
+  assert_int_equal(ufp4_eval_checkpoint(ref, shard, "fp32", NULL, 4, 2, &b), 0);
   assert_true(a.loss == b.loss);
   ufp4_model_free(m);
   ufp4_model_free(want);

@@ -163,7 +163,7 @@ static void test_model_load_and_val_source(void **state) {
 static void test_eval_checkpoint(void **state) {
   (void)state;
   ufp4_eval_result res;
-  assert_int_equal(ufp4_eval_checkpoint(ckpt, work, "nvfp4", 100, B, &res), 0);
+  assert_int_equal(ufp4_eval_checkpoint(ckpt, work, "nvfp4", NULL, 100, B, &res), 0);
   assert_int_equal(res.batches, N_WINDOWS / B); /* capped at one pass */
   assert_int_equal(res.seq_len, T);
   assert_string_equal(res.path, shard);
@@ -178,7 +178,7 @@ static void test_eval_checkpoint(void **state) {
   assert_memory_equal(&loss, &res.loss, sizeof loss);
   ufp4_val_source_close(&src);
   ufp4_model_free(m);
-  assert_int_equal(ufp4_eval_checkpoint(ckpt, shard, "fp32", 2, B, &res), 0);
+  assert_int_equal(ufp4_eval_checkpoint(ckpt, shard, "fp32", NULL, 2, B, &res), 0);
   assert_int_equal(res.batches, 2);
 }
 

@@ -25,6 +25,11 @@ UFP4_API_BEGIN
  * computes what the run computed (its validation loss, bit for bit); from 0 for a folder without
  * that file (an exported or converted model). *out is NULL on failure. */
 int ufp4_model_load(const char *dir, const char *recipe_spec, int batch, ufp4_model **out);
+/* The same, with per-projection overrides on top of recipe_spec (ufp4_model_set_recipes; a
+ * ';'-joined list of PATTERN=SPEC items, NULL or "" for none), e.g. a run's config.json "recipe"
+ * and "overrides" to run its forward as it trained. */
+int ufp4_model_load_overrides(const char *dir, const char *recipe_spec, const char *overrides, int batch,
+                              ufp4_model **out);
 
 /* `data` names a validation shard: a path ending in ".tok", or else a folder holding val.tok.
  * Writes that path into path[size], opens it in shard order (no shuffle, one rank) for batches of
@@ -41,11 +46,11 @@ typedef struct {
   char path[4200]; /* the shard read */
 } ufp4_eval_result;
 
-/* Loss of checkpoint `dir` under `recipe_spec` over the first `batches` batches of `batch` windows
- * of the validation shard `data` (see ufp4_val_source_open). Fails when the shard's vocabulary
- * is larger than the model's. */
-int ufp4_eval_checkpoint(const char *dir, const char *data, const char *recipe_spec, long batches,
-                         int batch, ufp4_eval_result *res);
+/* Loss of checkpoint `dir` under `recipe_spec` and `overrides` (ufp4_model_load_overrides; NULL
+ * for none) over the first `batches` batches of `batch` windows of the validation shard `data`
+ * (see ufp4_val_source_open). Fails when the shard's vocabulary is larger than the model's. */
+int ufp4_eval_checkpoint(const char *dir, const char *data, const char *recipe_spec, const char *overrides,
+                         long batches, int batch, ufp4_eval_result *res);
 
 /* Continues `prompt` by up to n_new tokens of checkpoint `dir` under `recipe_spec`, tokenized by
  * `tokenizer` (tokenizer.h's spec: bytes, gpt2 or a folder), stopping at its end-of-text token.

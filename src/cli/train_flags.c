@@ -64,19 +64,17 @@ static int parse_seed(const char *cmd, const ufp4_train_field *f, const char *v,
   return 0;
 }
 
-/* --override PATTERN=SPEC: one more item of the ';'-joined list (its pattern and spec are
- * checked when the run resolves them against the model). */
-static int append_override(const char *cmd, const ufp4_train_field *f, const char *v, char *at) {
+int ufp4_cli_append_override(const char *cmd, const char *flag, const char *v, char *at, size_t size) {
   const size_t len = strlen(at);
   if (!strchr(v, '=') || strchr(v, ';')) {
-    fprintf(stderr, "ufp4 %s: %s: expected PATTERN=SPEC without ';', not '%s'\n", cmd, f->flag, v);
+    fprintf(stderr, "ufp4 %s: %s: expected PATTERN=SPEC without ';', not '%s'\n", cmd, flag, v);
     return -1;
   }
-  if (len + strlen(v) + 2 > f->size) {
-    fprintf(stderr, "ufp4 %s: %s: too many overrides (under %zu bytes in all)\n", cmd, f->flag, f->size);
+  if (len + strlen(v) + 2 > size) {
+    fprintf(stderr, "ufp4 %s: %s: too many overrides (under %zu bytes in all)\n", cmd, flag, size);
     return -1;
   }
-  snprintf(at + len, f->size - len, "%s%s", len ? ";" : "", v);
+  snprintf(at + len, size - len, "%s%s", len ? ";" : "", v);
   return 0;
 }
 
@@ -106,7 +104,7 @@ static int parse_value(const char *cmd, const ufp4_train_field *f, const char *v
     }
     strcpy(at, v);
     return 0;
-  case UFP4_CFG_OVERRIDES: return append_override(cmd, f, v, at);
+  case UFP4_CFG_OVERRIDES: return ufp4_cli_append_override(cmd, f->flag, v, at, f->size);
   case UFP4_CFG_POLICY:
     if (strcmp(v, "skip") && strcmp(v, "stop")) {
       fprintf(stderr, "ufp4 %s: %s: expected skip or stop, not '%s'\n", cmd, f->flag, v);

@@ -17,4 +17,9 @@ int ufp4_train_flags_parse(const char *cmd, int argc, char **argv, int *i, ufp4_
  * and returns -1, so the caller exits with status 2 on any negative value. */
 int ufp4_train_flags_parse_or_fail(const char *cmd, int argc, char **argv, int *i, ufp4_train_config *cfg);
 
+/* --override PATTERN=SPEC: appends v to the ';'-joined list at[size] (its pattern and spec are
+ * checked when the model resolves them, ufp4_model_resolve_recipes); 0, or -1 with a message
+ * naming cmd and flag when v is not PATTERN=SPEC or the list would not fit. */
+int ufp4_cli_append_override(const char *cmd, const char *flag, const char *v, char *at, size_t size);
+
 #endif

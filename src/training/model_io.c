@@ -42,6 +42,11 @@ static int checkpoint_seed(const char *dir, uint64_t *seed) {
 }
 
 int ufp4_model_load(const char *dir, const char *recipe_spec, int batch, ufp4_model **out) {
+  return ufp4_model_load_overrides(dir, recipe_spec, NULL, batch, out);
+}
+
+int ufp4_model_load_overrides(const char *dir, const char *recipe_spec, const char *overrides, int batch,
+                              ufp4_model **out) {
   *out = NULL;
   ufp4_model_config c;
   ufp4_recipe r;
@@ -56,7 +61,10 @@ int ufp4_model_load(const char *dir, const char *recipe_spec, int batch, ufp4_mo
     ufp4_model_free(m);
     return rc;
   }
-  ufp4_model_set_recipe(m, &r, seed);
+  if ((rc = ufp4_model_set_recipes(m, &r, overrides, seed))) {
+    ufp4_model_free(m);
+    return rc;
+  }
   *out = m;
   return 0;
 }
@@ -109,11 +117,11 @@ int model_io_eval(ufp4_model *m, const char *data, long batches, int batch, ufp4
   return rc;
 }
 
-int ufp4_eval_checkpoint(const char *dir, const char *data, const char *recipe_spec, long batches,
-                         int batch, ufp4_eval_result *res) {
+int ufp4_eval_checkpoint(const char *dir, const char *data, const char *recipe_spec, const char *overrides,
+                         long batches, int batch, ufp4_eval_result *res) {
   memset(res, 0, sizeof *res);
   ufp4_model *m;
-  int rc = ufp4_model_load(dir, recipe_spec, batch, &m);
+  int rc = ufp4_model_load_overrides(dir, recipe_spec, overrides, batch, &m);
   if (rc) return rc;
   rc = model_io_eval(m, data, batches, batch, res);
   ufp4_model_free(m);
