@@ -128,17 +128,33 @@ static size_t differ_from(const char *run, const char *deq, const char *spec, si
   return differ;
 }
 
+/* Trains run `name` under `recipe`, exports it to gguf-nvfp4, checks that the export says it used
+ * `format` and holds the run's codes, and writes its dequant-nvfp4 folder; their paths into run
+ * and deq (4300 bytes each). */
+static void export_deq(const char *name, const char *recipe, const char *format, char *run, char *deq) {
+  static char out[1 << 14], flags[256], want[256];
+  snprintf(flags, sizeof flags, "--recipe %s", recipe);
+  export_run(name, flags, out, sizeof out);
+  snprintf(want, sizeof want, "4-bit weights: %s\n", format);
+  if (!strstr(out, want)) fail_msg("no line %swithin\n%s", want, out);
+  assert_non_null(strstr(out, " trained with this weight format: the file holds its codes and scales"));
+  snprintf(run, 4300, "%s/%s/ckpt/step_00000002", work, name);
+  snprintf(deq, 4300, "%s/%s_deq", work, name);
+  assert_int_equal(cli_run(out, sizeof out, "%s export --checkpoint %s --format dequant-nvfp4 --out %s", cli, run, deq), 0);
+}
+
 /* A Four Over Six run's NVFP4 export holds its 4/6 codes: every projection of the dequant-nvfp4
  * reference (the same codes and scales as the GGUF file) equals the scalar reference of the
- * nvfp4-4over6 weight format, and differs from plain nvfp4's somewhere, so blocks chose 4. */
+ * nvfp4-4over6 weight format, and differs from plain nvfp4's somewhere, so blocks chose 4. So does
+ * a run with NVFP4 scales in 1x16 blocks (tile2d=0) hold its own: the encoder's other layout. */
 static void test_gguf_holds_four_over_six(void **state) {
   (void)state;
-  static char out[1 << 14], run[4300], deq[4300];
-  export_run("r_46w", "--recipe nvfp4-4over6", out, sizeof out);
-  assert_non_null(strstr(out, "4-bit weights: e2m1, nvfp4 scales, 16x16 tiles, rne, 4over6 by mse\n"));
-  snprintf(run, sizeof run, "%s/r_46w/ckpt/step_00000002", work);
-  snprintf(deq, sizeof deq, "%s/r_46w_deq", work);
-  assert_int_equal(cli_run(out, sizeof out, "%s export --checkpoint %s --format dequant-nvfp4 --out %s", cli, run, deq), 0);
+  static char run[4300], deq[4300];
+  export_deq("r_1x16", "nvfp4,tile2d=0", "e2m1, nvfp4 scales, 1x16 blocks, rne", run, deq);
+  size_t n16, n_tiles;
+  assert_int_equal(differ_from(run, deq, "nvfp4,tile2d=0", &n16), 0);
+  assert_true(n16 > 0 && differ_from(run, deq, "nvfp4", &n_tiles) > 0);
+  export_deq("r_46w", "nvfp4-4over6", "e2m1, nvfp4 scales, 16x16 tiles, rne, 4over6 by mse", run, deq);
   size_t n, n_plain;
   assert_int_equal(differ_from(run, deq, "nvfp4-4over6", &n), 0);
   size_t plain = differ_from(run, deq, "nvfp4", &n_plain);
@@ -174,6 +190,16 @@ static void test_gguf_and_run_recipe(void **state) {
   assert_non_null(s);
   db = strtod(s + strlen("the recipe's forward used: "), NULL);
   assert_true(db > 5.0 && db < 200.0);
+  /* the kept block excluded: the file holds exactly what the run trained with */
+  assert_int_equal(cli_run(out, sizeof out, "%s export --checkpoint %s/r_keep/ckpt/step_00000002 --format gguf-nvfp4 "
+                           "--tokenizer bytes --out %s/r_keep_x.gguf --exclude 'model.layers.0.*'", cli, work, work), 0);
+  assert_non_null(strstr(out, " trained with this weight format: the file holds its codes and scales"));
+  assert_null(strstr(out, "forward used"));
+  /* everything excluded: nothing in 4 bits, nothing said of the recipe */
+  assert_int_equal(cli_run(out, sizeof out, "%s export --checkpoint %s/r_keep/ckpt/step_00000002 --format gguf-nvfp4 "
+                           "--tokenizer bytes --out %s/r_keep_y.gguf --exclude 'model.layers.*'", cli, work, work), 0);
+  assert_non_null(strstr(out, " 0 in 4 bits"));
+  assert_null(strstr(out, "recipe"));
   export_run("r_ovr", "--recipe nvfp4 --override 'model.layers.0.*=bf16'", out, sizeof out);
   assert_non_null(strstr(out, "does not compare itself"));
   assert_null(strstr(out, "the file holds"));

@@ -75,16 +75,23 @@ static void test_rht_axes_checked_first(void **state) {
   }
 }
 
+/* The number after the first "key": in the JSON file dir/name. */
+static double json_number(const char *dir, const char *name, const char *key) {
+  char path[8300], *text, quoted[128];
+  size_t n;
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  snprintf(quoted, sizeof quoted, "\"%s\":", key);
+  assert_int_equal(ufp4_read_file(path, 1 << 20, &text, &n), 0);
+  const char *at = strstr(text, quoted);
+  if (!at) fail_msg("%s: no %s", path, quoted);
+  const double v = atof(at + strlen(quoted));
+  free(text);
+  return v;
+}
+
 /* The val_loss a run wrote in its run.json, as metrics.jsonl prints it (%.9g). */
 static void own_val_loss(const char *run_dir, char *buf, size_t size) {
-  char path[8300], *rec;
-  size_t n;
-  snprintf(path, sizeof path, "%s/run.json", run_dir);
-  assert_int_equal(ufp4_read_file(path, 1 << 20, &rec, &n), 0);
-  const char *fv = strstr(rec, "\"final_val_loss\":");
-  assert_non_null(fv);
-  snprintf(buf, size, "%.9g", atof(fv + strlen("\"final_val_loss\":")));
-  free(rec);
+  snprintf(buf, size, "%.9g", json_number(run_dir, "run.json", "final_val_loss"));
 }
 
 static void test_eval_and_sample_checkpoint(void **state) {
@@ -158,6 +165,47 @@ static void test_eval_override(void **state) {
   if (!strstr(out, "expected PATTERN=SPEC")) fail_msg("%s", out);
 }
 
+/* Writes text to WORK/name; its path into path. */
+static void write_work_file(const char *name, const char *text, char *path, size_t size) {
+  snprintf(path, size, "%s/%s", work, name);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  assert_true(fputs(text, f) >= 0);
+  assert_int_equal(fclose(f), 0);
+}
+
+/* train --config and the keys a run does not take from it: a run's own config.json gives no note;
+ * a hand file's n_params is checked against the model the run builds once the data has set the
+ * vocabulary and n_kv_heads is resolved (the number in the run's own config.json; it was compared
+ * with the default vocabulary's model before), and "world" and "vocab" name what the run has. */
+static void test_config_notes(void **state) {
+  (void)state;
+  static char out[1 << 16];
+  const char *shape = "--steps 1 --eval-every 0 --eval-batches 1 --no-progress";
+  int rc = run(out, sizeof out, "%s train --data %s/data --out %s/cfgA --layers 1 --d-model 32 --heads 2 --ffn 64 "
+               "--seq-len 16 --batch 2 %s", cli, work, work, shape);
+  if (rc) fail_msg("train failed (%d): %s", rc, out);
+  char path[8300];
+  snprintf(path, sizeof path, "%s/cfgA", work);
+  const long n_params = (long)json_number(path, "config.json", "n_params");
+  assert_true(n_params > 0);
+  snprintf(path, sizeof path, "%s/cfgA/config.json", work);
+  assert_int_equal(run(out, sizeof out, "%s train --data %s/data --out %s/cfgB --config %s %s", cli, work, work, path, shape), 0);
+  if (strstr(out, "note:")) fail_msg("the run's own config.json gives a note:\n%s", out);
+
+  write_work_file("hand.json", "{\"world\": 3, \"model\": {\"n_layers\": 1, \"d_model\": 32, \"n_heads\": 2, "
+                  "\"ffn_dim\": 64, \"seq_len\": 16, \"vocab\": 4096, \"n_params\": 1}, \"batch\": 2}", path, sizeof path);
+  assert_int_equal(run(out, sizeof out, "%s train --data %s/data --out %s/cfgC --config %s %s", cli, work, work, path, shape), 0);
+  char want[8800];
+  snprintf(want, sizeof want, "ufp4 train: note: %s: \"n_params\" is derived, not read: the file says 1, this run has %ld\n",
+           path, n_params);
+  if (!strstr(out, want)) fail_msg("no line\n%swithin\n%s", want, out);
+  snprintf(want, sizeof want, "ufp4 train: note: %s: \"world\" is derived, not read: the file says 3, this run has 1\n", path);
+  if (!strstr(out, want)) fail_msg("no line\n%swithin\n%s", want, out);
+  snprintf(want, sizeof want, "ufp4 train: note: %s: \"vocab\" comes from the data: the file says 4096, this run has 256\n", path);
+  if (!strstr(out, want)) fail_msg("no line\n%swithin\n%s", want, out);
+}
+
 static void test_resume_continues_run(void **state) {
   (void)state;
   static char out[1 << 16];
@@ -177,6 +225,7 @@ int main(void) {
       cmocka_unit_test(test_rht_axes_checked_first),
       cmocka_unit_test(test_eval_and_sample_checkpoint),
       cmocka_unit_test(test_eval_override),
+      cmocka_unit_test(test_config_notes),
       cmocka_unit_test(test_resume_continues_run),
   };
   return cmocka_run_group_tests(tests, setup, cli_fixture_teardown);

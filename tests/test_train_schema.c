@@ -221,6 +221,17 @@ static void test_derived_notes(void **state) {
   assert_int_equal(strlen(tiny), sizeof tiny - 1);
   unlink(hand);
   assert_int_equal(ufp4_train_config_derived_notes("/nonexistent/ufp4.json", &d, notes, sizeof notes), 0);
+
+  /* "vocab" is read, then replaced by the data's: a note when the data's differs. */
+  char voc[] = "/tmp/ufp4_derived_XXXXXX";
+  write_temp(voc, "{\"model\": {\"vocab\": 4096}}");
+  ufp4_train_config v = ufp4_train_config_default();
+  assert_int_equal(ufp4_train_config_load_strict(voc, &v), 0);
+  assert_int_equal(ufp4_train_config_derived_notes(voc, &v, notes, sizeof notes), 0);
+  v.model.vocab = 256;
+  assert_int_equal(ufp4_train_config_derived_notes(voc, &v, notes, sizeof notes), 1);
+  assert_non_null(strstr(notes, "\"vocab\" comes from the data: the file says 4096, this run has 256\n"));
+  unlink(voc);
 }
 
 static void test_json_bounds(void **state) {

@@ -59,9 +59,9 @@ typedef struct {
   /* The recipe of the run the checkpoint belongs to (DIR/../../config.json, as `ufp4 train` lays
    * out run/ckpt/step_N), "" when there is none, and whether the 4-bit export holds what that
    * recipe trained with: 1 when ggml's type holds its fprop weight format (see above), which the
-   * export then used, and it keeps no block in fp32; 0 when not, so the export requantizes the fp32
-   * master weights (or, follows_run 1, those of the blocks kept in fp32) and sqnr_db is the
-   * conversion's error; -1 for an fp32/bf16 recipe, no run config, a run with per-projection
+   * export then used, and the export quantized no projection of a block the recipe kept in fp32
+   * (none kept, or all excluded); 0 when not, so the export requantizes the fp32 master weights
+   * (or, follows_run 1, those of the kept blocks) and sqnr_db is the conversion's error; -1 for an fp32/bf16 recipe, no run config, a run with per-projection
    * overrides or a recipe schedule (no single recipe made every weight), or a high-precision
    * export. follows_run: 1 when the export used the run recipe's weight format. */
   char run_recipe[512];

@@ -177,10 +177,12 @@ int ufp4_train_config_load(const char *path, ufp4_train_config *cfg);
 int ufp4_train_config_load_strict(const char *path, ufp4_train_config *cfg);
 /* Of a file that ufp4_train_config_load_strict read: the derived keys it holds ("n_params",
  * "world", "global_batch_tokens", ..., which config.json carries for its readers and no loader
- * reads) whose values differ from those of cfg, the run's final config. Writes one line per key
- * into out (NUL-terminated, cut at size): `PATH: "KEY" is derived, not read: the file says X, this
- * run has Y`. Returns their number (0 also when the file cannot be read again). A run's own
- * config.json passed as --config matches on a run of the same shape and world. */
+ * reads), and "vocab" in "model" (which ufp4_train_shards replaces by the data's), whose values
+ * differ from those of cfg, the run's config as resolved against its data
+ * (ufp4_train_shards_resolve, with its world). Writes one line per key into out (NUL-terminated,
+ * cut at size): `PATH: "KEY" is derived, not read: the file says X, this run has Y` ("comes from
+ * the data" for vocab). Returns their number (0 also when the file cannot be read again). A run's
+ * own config.json passed as --config matches on a run of the same shape, data and world. */
 int ufp4_train_config_derived_notes(const char *path, const ufp4_train_config *cfg, char *out, size_t size);
 
 /* Mean loss over n validation batches (batch i = val_batch(i)). */

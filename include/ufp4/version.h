@@ -13,7 +13,7 @@
 #include "ufp4/export.h"
 
 #define UFP4_VERSION_MAJOR 0
-#define UFP4_VERSION_MINOR 1
+#define UFP4_VERSION_MINOR 2
 #define UFP4_VERSION_PATCH 0
 
 /* MAJOR * 10000 + MINOR * 100 + PATCH, e.g. 100 for 0.1.0, for #if comparisons. */

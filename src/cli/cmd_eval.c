@@ -19,8 +19,9 @@ static void usage(FILE *out) {
       "DIR, as in training, so a run's own recipe and --eval-batches give its own validation loss.\n"
       "--override (repeatable, as in train; docs/TRAINING.md) sets the recipe of the projections\n"
       "whose names match PATTERN, in order, the last match winning; lm_head is fp32 unless one names\n"
-      "it. A run trained with overrides is evaluated under its own mix with the \"recipe\" and each\n"
-      "of the \"overrides\" of its config.json (under a schedule, --recipe the phase's SPEC).\n");
+      "it. To evaluate a run trained with overrides under its own mix, pass its config.json's\n"
+      "\"recipe\" as --recipe (under a schedule, the phase's SPEC) and each of its \"overrides\"\n"
+      "as --override.\n");
 }
 
 typedef struct {
@@ -32,7 +33,6 @@ typedef struct {
 /* Returns 0, or 2 after printing a usage error. */
 static int parse_args(int argc, char **argv, eval_opts *o) {
   *o = (eval_opts){.recipe = "fp32", .batches = 16, .batch = 4};
-  o->overrides[0] = '\0';
   for (int i = 1; i < argc; i++) {
     const char *v;
     int r;

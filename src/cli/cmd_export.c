@@ -62,18 +62,19 @@ static int gguf_write(const export_opts *o, ufp4_gguf_export_kind kind, int dequ
   static ufp4_train_config cfg;
   if ((kind == UFP4_GGUF_EXPORT_MXFP4 || kind == UFP4_GGUF_EXPORT_NVFP4) && run_config(o->ckpt, &cfg))
     mixed_recipes(&cfg); /* then recipe_holds is -1 */
-  if (r.recipe_holds == 1)
+  if (r.quantized && r.recipe_holds == 1)
     printf("the run's recipe %s trained with this weight format: the file holds its codes and scales\n",
            r.run_recipe);
-  else if (r.recipe_holds == 0 && r.follows_run)
-    printf("note: the run's recipe %s trained with this weight format but kept blocks in fp32: the file\n"
-           "holds its codes and scales elsewhere, and those blocks' fp32 weights quantized the same way\n",
+  else if (r.quantized && r.recipe_holds == 0 && r.follows_run)
+    printf("note: the run's recipe %s trained with this weight format but kept blocks in fp32: the\n"
+           "file holds its codes and scales in the other blocks, and the kept blocks' fp32 weights\n"
+           "quantized the same way (--exclude them to keep them in fp32)\n",
            r.run_recipe);
-  else if (r.recipe_holds == 0)
-    printf("note: %s cannot hold the weight quantization of the run's recipe %s (another grid, scale or\n"
-           "block, SR, or an RHT): the fp32 master weights\n"
-           "were requantized, with the SQNR above\n", o->format, r.run_recipe);
-  if (r.recipe_holds == 0 && !isnan(r.recipe_sqnr_db))
+  else if (r.quantized && r.recipe_holds == 0)
+    printf("note: %s cannot hold the weight quantization of the run's recipe %s (another grid,\n"
+           "scale or block, SR, or an RHT): the fp32 master weights were requantized, with the SQNR above\n",
+           o->format, r.run_recipe);
+  if (r.quantized && r.recipe_holds == 0 && !isnan(r.recipe_sqnr_db))
     printf("SQNR of the conversion against the weights the recipe's forward used: %.2f dB\n", r.recipe_sqnr_db);
   return 0;
 }

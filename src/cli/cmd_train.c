@@ -99,6 +99,21 @@ static void print_plan(const ufp4_train_config *cfg, const char *resolved) {
             cfg->guard_policy);
 }
 
+/* The notes on keys of the --config file that the run does not take from it (derived ones, the
+ * vocabulary), against the config the run will have once the data resolves it; nothing when the
+ * data cannot be read (the run itself then says why). */
+static void print_config_notes(const char *config_file, const ufp4_train_config *cfg, const char *data_dir) {
+  static ufp4_train_config resolved;
+  static char notes[16384];
+  resolved = *cfg;
+  if (ufp4_train_shards_resolve(&resolved, data_dir) ||
+      !ufp4_train_config_derived_notes(config_file, &resolved, notes, sizeof notes))
+    return;
+  char *save = NULL;
+  for (char *line = strtok_r(notes, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+    fprintf(stderr, "ufp4 train: note: %s\n", line);
+}
+
 /* Trains over all ranks of this process's world (data parallel; the ranks of a node share its
  * cores); returns the exit status. */
 static int run(ufp4_train_config *cfg, const char *data_dir, int resume, const char *resolved,
@@ -110,10 +125,7 @@ static int run(ufp4_train_config *cfg, const char *data_dir, int resume, const c
   const int rank0 = cfg->rank == 0;
   if (!rank0) cfg->progress = 0;
   if (rank0) print_plan(cfg, resolved);
-  static char notes[4096];
-  if (rank0 && config_file && ufp4_train_config_derived_notes(config_file, cfg, notes, sizeof notes))
-    for (char *line = strtok(notes, "\n"); line; line = strtok(NULL, "\n"))
-      fprintf(stderr, "ufp4 train: note: %s\n", line);
+  if (rank0 && config_file) print_config_notes(config_file, cfg, data_dir);
   ufp4_train_result res;
   char dir[sizeof cfg->data_desc];
   snprintf(dir, sizeof dir, "%s", data_dir);

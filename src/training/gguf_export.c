@@ -106,6 +106,7 @@ typedef struct {
   int recipe;
   ufp4_qformat rfmt;
   int keep_first, keep_last, n_layers;
+  int kept_quantized; /* projections of blocks the recipe kept in fp32 that the export quantized */
 } energy;
 
 /* Whether projection hf ("model.layers.L....") lies in a block the run's recipe kept in fp32. */
@@ -137,8 +138,10 @@ static int quantize(const ufp4_gguf_export_opts *o, const char *hf, const float 
   if (!y) return ufp4_fail(UFP4_ENOMEM, "gguf export: out of memory for %s", hf);
   ufp4_dequantize(q, y);
   add_energy(w, y, rows * cols, &e->sig, &e->err);
-  if (e->recipe && kept_fp32(e, hf))
+  if (e->recipe && kept_fp32(e, hf)) {
     add_energy(w, y, rows * cols, &e->rsig, &e->rerr);
+    e->kept_quantized++;
+  }
   else if (e->recipe && !(rc = ufp4_fake_quant(&e->rfmt, w, y + rows * cols, rows, cols)))
     add_energy(y + rows * cols, y, rows * cols, &e->rsig, &e->rerr);
   free(y);
@@ -396,6 +399,12 @@ static double sqnr_db(double sig, double err) { return err > 0 ? 10.0 * log10(si
 
 static void finish(ufp4_gguf_export_result *res, const energy *e) {
   if (res->quantized) describe(&e->wfmt, res->weight_format, sizeof res->weight_format);
+  /* The recipe's format, and every block it kept in fp32 excluded: the file holds what it trained. */
+  if (res->follows_run && res->recipe_holds == 0 && !e->kept_quantized) {
+    res->recipe_holds = 1;
+    res->recipe_sqnr_db = NAN;
+    return;
+  }
   res->sqnr_db = sqnr_db(e->sig, e->err);
   if (e->recipe) res->recipe_sqnr_db = sqnr_db(e->rsig, e->rerr);
 }

@@ -321,18 +321,19 @@ int ufp4_train_config_derived_notes(const char *path, const ufp4_train_config *c
   size_t used = 0;
   for (size_t k = 0; k < ufp4_train_n_fields; k++) {
     const ufp4_train_field *f = &ufp4_train_fields[k];
-    if (f->kind != UFP4_CFG_DERIVED) continue;
+    /* The vocabulary is read, then replaced by the data's (ufp4_train_shards). */
+    const int vocab = !strcmp(f->key, "vocab") && f->parent && !strcmp(f->parent, "model");
+    if (f->kind != UFP4_CFG_DERIVED && !vocab) continue;
     const cJSON *obj = f->parent ? cJSON_GetObjectItemCaseSensitive(j, f->parent) : j;
     const cJSON *v = obj ? cJSON_GetObjectItemCaseSensitive(obj, f->key) : NULL;
-    const double have = f->derive(c);
+    const double have = vocab ? c->model.vocab : f->derive(c);
     if (!v || (cJSON_IsNumber(v) && v->valuedouble == have)) continue;
     n++;
     char file_value[64];
     if (cJSON_IsNumber(v)) snprintf(file_value, sizeof file_value, "%.17g", v->valuedouble);
     else snprintf(file_value, sizeof file_value, "a %s", cJSON_IsString(v) ? "string" : "non-number");
-    int w = snprintf(out + used, used < size ? size - used : 0,
-                     "%s: \"%s\" is derived, not read: the file says %s, this run has %.17g\n", path,
-                     f->key, file_value, have);
+    int w = snprintf(out + used, used < size ? size - used : 0, "%s: \"%s\" %s: the file says %s, this run has %.17g\n",
+                     path, f->key, vocab ? "comes from the data" : "is derived, not read", file_value, have);
     if (w > 0) used = used + (size_t)w < size ? used + (size_t)w : size;
   }
   cJSON_Delete(j);
