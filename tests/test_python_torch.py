@@ -148,6 +148,13 @@ def test_convert():
     check([m.get_submodule(n).layer for n in want] == list(range(len(want))), "layers numbered in module order")
     check(torch.allclose(run(m), ref, atol=1e-5), "fp32 recipe computes what nn.Linear does")
     check(ut.convert(m, recipe="ufp4") == ["blocks.1.mlp.0", "blocks.1.mlp.2", "lm_head"], "a second convert adds the rest")
+    layers = sorted(mod.layer for mod in m.modules() if isinstance(mod, ut.Linear))
+    check(layers == list(range(len(want) + 3)), f"a second convert numbers after the first: {layers}")
+    lin = nn.Linear(16, 16)
+    tied = nn.Sequential(lin, nn.ReLU(), lin)
+    check(ut.convert(tied) == ["0"] and tied[0] is tied[2] and isinstance(tied[2], ut.Linear),
+          "a module under two names becomes one ufp4 layer under both")
+    expect(TypeError, lambda: ut.convert(nn.Linear(4, 4)), "convert of a bare nn.Linear", "ufp4.torch.Linear")
     ut.set_step(m, 17)
     check(all(mod.step == 17 for mod in m.modules() if isinstance(mod, ut.Linear)), "set_step reaches every layer")
     m2 = Model()
@@ -171,4 +178,35 @@ def test_bad_arguments():
     expect(ufp4.UFP4Error, lambda: lin(torch.randn(2, 16)), "layer over the stream field", "layer")
 
 
-finish("python_torch", test_linear_equals_c, test_gradcheck_fp32, test_convert, test_bad_arguments)
+def test_autograd_edges():
+    """What autograd users run into: a double backward is refused (the C backward is not itself
+    differentiable, and its gradients would otherwise silently lack that term); a frozen weight
+    skips Wgrad, so the input gradient is the same bits and an RHT along the tokens need not fit;
+    an RHT that the backward needs and that does not fit is refused in the forward, by GEMM and
+    axis; stream fields are integers below 2^64."""
+    torch.manual_seed(2)
+    x, w = torch.randn(16, 64, requires_grad=True), torch.randn(32, 64, requires_grad=True)
+    gx, = torch.autograd.grad((ut.linear(x, w, recipe="fp32") ** 2).sum(), x, create_graph=True)
+    expect(RuntimeError, lambda: (gx ** 2).sum().backward(), "a double backward", "once_differentiable")
+    xa, wa = torch.randn(16, 64, requires_grad=True), torch.randn(32, 64, requires_grad=True)
+    xb = xa.detach().clone().requires_grad_()
+    ut.linear(xa, wa, recipe="nvfp4", seed=3).sum().backward()
+    ut.linear(xb, wa.detach(), recipe="nvfp4", seed=3).sum().backward()
+    check(torch.equal(xa.grad, xb.grad), "dX is the same bits with the weight frozen")
+    x5 = torch.randn(5, 64, requires_grad=True)
+    ut.linear(x5, torch.randn(32, 64), recipe="nvfp4").sum().backward()
+    check(x5.grad is not None and x5.grad.shape == (5, 64), "a frozen weight needs no Wgrad RHT over 5 tokens")
+    expect(ufp4.UFP4Error, lambda: ut.linear(torch.randn(20, 64, requires_grad=True), w, recipe="nvfp4"),
+           "Wgrad's RHT over 20 tokens, in the forward", "its Wgrad RHT of 16 rotates along the tokens (the rows of X), 20")
+    expect(ufp4.UFP4Error, lambda: ut.linear(torch.randn(16, 24), torch.randn(32, 24), recipe="ufp4"),
+           "Fprop's RHT over 24 inputs", "its Fprop RHT of 16 rotates along its inputs, 24")
+    with torch.no_grad():
+        check(ut.linear(torch.randn(20, 64), w, recipe="nvfp4").shape == (20, 32), "without gradients 20 tokens run")
+    expect(ValueError, lambda: ut.linear(torch.randn(2, 64), w, seed=1 << 64), "seed 2^64", "outside [0, 2^64)")
+    expect(TypeError, lambda: ut.linear(torch.randn(2, 64), w, seed=1.7), "seed 1.7", "integer")
+    expect(TypeError, lambda: ut.set_step(nn.Sequential(ut.Linear(4, 4)), 2.5), "step 2.5", "integer")
+    expect(ValueError, lambda: ut.linear(torch.tensor(1.0), w), "a 0-d input", "0-d")
+    expect(ValueError, lambda: ut.linear(torch.randn(2, 64), torch.randn(2, 32, 64)), "a 3-d weight", "out_features")
+
+
+finish("python_torch", test_linear_equals_c, test_gradcheck_fp32, test_convert, test_bad_arguments, test_autograd_edges)

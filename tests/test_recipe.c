@@ -130,11 +130,53 @@ static void test_operand_formats(void **state) {
   assert_int_equal(x.round, UFP4_ROUND_RNE);
 }
 
+/* ufp4_recipe_rht_misfit against its rule restated: over every preset, GEMM mask, and each axis a
+ * multiple of the RHT or not, the first GEMM (in Fprop, Dgrad, Wgrad order) in the mask that runs
+ * in 4 bits under an RHT whose axis (in, out, tokens) it does not divide. */
+static void test_rht_misfit(void **state) {
+  (void)state;
+  for (int p = 0; ufp4_recipe_presets[p]; p++) {
+    for (int variant = 0; variant < 2; variant++) {
+      ufp4_recipe r;
+      assert_int_equal(ufp4_recipe_parse(ufp4_recipe_presets[p], &r), 0);
+      if (variant) assert_int_equal(ufp4_recipe_apply("dgrad=bf16", &r), 0);
+      for (unsigned mask = 0; mask < 8; mask++)
+        for (int bits = 0; bits < 8; bits++) {
+          const size_t n = r.rht_n > 0 ? (size_t)r.rht_n : 16;
+          const size_t in = bits & 1 ? n * 3 : n * 3 + 1, out = bits & 2 ? n * 2 : n * 2 + 2,
+                       tokens = bits & 4 ? n * 5 : n * 5 - 1;
+          int want = -1;
+          size_t want_axis = 0;
+          for (int g = 0; g < UFP4_N_GEMMS && want < 0; g++) {
+            const size_t axis = g == UFP4_FPROP ? in : g == UFP4_DGRAD ? out : tokens;
+            if ((mask >> g & 1) && r.rht_n > 0 && (r.rht_mask >> g & 1) &&
+                ufp4_recipe_gemm_precision(&r, (ufp4_gemm_kind)g) == UFP4_PREC_FP4 && axis % (size_t)r.rht_n)
+              want = g, want_axis = axis;
+          }
+          size_t axis = 0;
+          const int got = ufp4_recipe_rht_misfit(&r, mask, tokens, in, out, &axis);
+          if (got != want || (got >= 0 && axis != want_axis))
+            fail_msg("%s%s mask %u bits %d: got %d (%zu), want %d (%zu)", ufp4_recipe_presets[p],
+                     variant ? ",dgrad=bf16" : "", mask, bits, got, axis, want, want_axis);
+        }
+    }
+  }
+  ufp4_recipe u;
+  size_t axis = 0;
+  assert_int_equal(ufp4_recipe_parse("ufp4", &u), 0);
+  assert_int_equal(ufp4_recipe_rht_misfit(&u, 7, 20, 32, 48, &axis), UFP4_WGRAD); /* 20 tokens */
+  assert_int_equal(axis, 20);
+  assert_int_equal(ufp4_recipe_rht_misfit(&u, 7, 32, 24, 48, &axis), UFP4_FPROP);
+  assert_int_equal(axis, 24);
+  assert_string_equal(ufp4_recipe_rht_axis_name(UFP4_DGRAD), "its outputs");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_presets_match_reference_table), cmocka_unit_test(test_overrides),
       cmocka_unit_test(test_errors_name_the_problem), cmocka_unit_test(test_format_round_trips),
       cmocka_unit_test(test_operand_formats), cmocka_unit_test(test_operand_gemm),
+      cmocka_unit_test(test_rht_misfit),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

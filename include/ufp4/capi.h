@@ -88,10 +88,17 @@ int ufp4_capi_recipe_canonical(const char *recipe, char *buf, size_t size);
  * micro, micro_steps, rank, layer, expert, proj. seed is also the seed of the recipe's random RHT
  * signs, as in ufp4_model_set_recipe. */
 #define UFP4_CAPI_STREAM_FIELDS 8
+/* Whether a layer of n rows, in inputs and out outputs can run the recipe's forward, and its
+ * backward's Dgrad (need_dx) and Wgrad (need_dw): 0, or UFP4_EINVAL naming the GEMM whose RHT
+ * does not divide the axis it rotates (Fprop: in, Dgrad: out, Wgrad: n), so that a caller can
+ * refuse in the forward what would fail in the backward. */
+int ufp4_capi_linear_check(const char *recipe, size_t n, size_t in, size_t out, int need_dx, int need_dw);
 /* ufp4_linear_forward of the recipe: Y [n, out] = X [n, in] W [out, in]^T (Y overwritten). */
 int ufp4_capi_linear_forward(const char *recipe, const uint64_t *stream, const float *X, const float *W, float *Y,
                              size_t n, size_t in, size_t out);
-/* ufp4_linear_backward: dX [n, in] += dY W (skipped when dX is NULL) and dW [out, in] += dY^T X. */
+/* ufp4_linear_backward: dX [n, in] += dY W (skipped when dX is NULL) and dW [out, in] += dY^T X
+ * (skipped when dW is NULL). Both calls fail, naming the GEMM and the axis, when an RHT of a GEMM
+ * they run does not divide the axis it rotates. */
 int ufp4_capi_linear_backward(const char *recipe, const uint64_t *stream, const float *dY, const float *X,
                               const float *W, float *dX, float *dW, size_t n, size_t in, size_t out);
 

@@ -119,6 +119,14 @@ int ufp4_recipe_apply(const char *spec, ufp4_recipe *r);
 ufp4_precision ufp4_recipe_gemm_precision(const ufp4_recipe *r, ufp4_gemm_kind g);
 /* 1 when some GEMM of r runs 4-bit operands. */
 int ufp4_recipe_quantizes(const ufp4_recipe *r);
+/* The first GEMM of r among gemm_mask (bit 1u << ufp4_gemm_kind) that runs in 4 bits under an RHT
+ * that does not divide the axis it rotates in a linear layer of `tokens` rows, `in` inputs and
+ * `out` outputs: Fprop's along the inputs, Dgrad's along the outputs, Wgrad's along the tokens.
+ * Returns that GEMM, with the axis's length in *axis, or -1 when every RHT fits. */
+int ufp4_recipe_rht_misfit(const ufp4_recipe *r, unsigned gemm_mask, size_t tokens, size_t in, size_t out,
+                           size_t *axis);
+/* "its inputs", "its outputs", "the tokens": the axis GEMM g's RHT rotates along. */
+const char *ufp4_recipe_rht_axis_name(ufp4_gemm_kind g);
 /* The canonical, fully resolved spec ("ufp4,grid=e1m2,scale=fp32,...") that parses back to r. */
 void ufp4_recipe_format(const ufp4_recipe *r, char *buf, size_t size);
 /* Names of the presets, NULL-terminated. */

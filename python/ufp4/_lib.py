@@ -86,6 +86,7 @@ _SIGS = {
     "ufp4_capi_rht_signs": (_i, [_c, _p, _p]),
     "ufp4_capi_grid": (_i, [_c, _p, _p, _p]),
     "ufp4_capi_recipe_canonical": (_i, [_c, _p, _s]),
+    "ufp4_capi_linear_check": (_i, [_c, _s, _s, _s, _i, _i]),
     "ufp4_capi_linear_forward": (_i, [_c, _p, _p, _p, _p, _s, _s, _s]),
     "ufp4_capi_linear_backward": (_i, [_c, _p, _p, _p, _p, _p, _p, _s, _s, _s]),
 }

@@ -314,10 +314,33 @@ static int linear_open(const char *recipe, const uint64_t *s, size_t n, size_t i
   return 0;
 }
 
+/* The RHT of each GEMM in gemm_mask divides the axis it rotates; otherwise a message naming the
+ * GEMM, the axis and its length (the quantizer's own names none of them). */
+static int check_axes(const ufp4_recipe *r, const char *recipe, unsigned gemm_mask, size_t n, size_t in, size_t out) {
+  static const char *const gemm[] = {"Fprop", "Dgrad", "Wgrad"};
+  size_t axis;
+  const int g = ufp4_recipe_rht_misfit(r, gemm_mask, n, in, out, &axis);
+  if (g < 0) return 0;
+  return ufp4_fail(UFP4_EINVAL,
+                   "linear under recipe '%s': its %s RHT of %d rotates along %s, %zu, which %d does not divide; "
+                   "use a multiple of %d there, or a recipe without that RHT (rht=none, or rht_n=...)",
+                   recipe, gemm[g], r->rht_n, g == UFP4_WGRAD ? "the tokens (the rows of X)" : ufp4_recipe_rht_axis_name((ufp4_gemm_kind)g),
+                   axis, r->rht_n, r->rht_n);
+}
+
+int ufp4_capi_linear_check(const char *recipe, size_t n, size_t in, size_t out, int need_dx, int need_dw) {
+  if (!recipe) return ufp4_fail(UFP4_EINVAL, "linear: NULL recipe");
+  ufp4_recipe r;
+  int rc = ufp4_recipe_parse(recipe, &r);
+  unsigned mask = 1u << UFP4_FPROP | (need_dx ? 1u << UFP4_DGRAD : 0) | (need_dw ? 1u << UFP4_WGRAD : 0);
+  return rc ? rc : check_axes(&r, recipe, mask, n, in, out);
+}
+
 int ufp4_capi_linear_forward(const char *recipe, const uint64_t *stream, const float *X, const float *W, float *Y,
                              size_t n, size_t in, size_t out) {
   capi_linear L;
   int rc = linear_open(recipe, stream, n, in, out, &L);
+  if (!rc) rc = check_axes(&L.recipe, recipe, 1u << UFP4_FPROP, n, in, out);
   if (!rc) rc = ufp4_linear_forward(&L.ctx, X, W, Y, n, in, out, L.scratch);
   free(L.scratch);
   return rc;
@@ -327,7 +350,10 @@ int ufp4_capi_linear_backward(const char *recipe, const uint64_t *stream, const 
                               const float *W, float *dX, float *dW, size_t n, size_t in, size_t out) {
   capi_linear L;
   int rc = linear_open(recipe, stream, n, in, out, &L);
-  if (!rc) rc = ufp4_linear_backward(&L.ctx, dY, X, W, dX, dW, n, in, out, L.scratch);
+  if (!rc) rc = check_axes(&L.recipe, recipe, (dX ? 1u << UFP4_DGRAD : 0) | (dW ? 1u << UFP4_WGRAD : 0), n, in, out);
+  /* ufp4_linear_backward is Dgrad (when dX is not NULL), then Wgrad: the same calls. */
+  if (!rc && dW) rc = ufp4_linear_backward(&L.ctx, dY, X, W, dX, dW, n, in, out, L.scratch);
+  else if (!rc && dX) rc = ufp4_linear_dgrad(&L.ctx, dY, W, dX, n, in, out, L.scratch);
   free(L.scratch);
   return rc;
 }

@@ -286,6 +286,25 @@ int ufp4_recipe_quantizes(const ufp4_recipe *r) {
   return 0;
 }
 
+int ufp4_recipe_rht_misfit(const ufp4_recipe *r, unsigned gemm_mask, size_t tokens, size_t in, size_t out,
+                           size_t *axis) {
+  if (r->rht_n <= 0) return -1;
+  for (int g = 0; g < UFP4_N_GEMMS; g++) {
+    if (!(gemm_mask & r->rht_mask & (1u << g)) || ufp4_recipe_gemm_precision(r, (ufp4_gemm_kind)g) != UFP4_PREC_FP4)
+      continue;
+    const size_t len = g == UFP4_FPROP ? in : g == UFP4_DGRAD ? out : tokens;
+    if (len % (size_t)r->rht_n) {
+      *axis = len;
+      return g;
+    }
+  }
+  return -1;
+}
+
+const char *ufp4_recipe_rht_axis_name(ufp4_gemm_kind g) {
+  return g == UFP4_FPROP ? "its inputs" : g == UFP4_DGRAD ? "its outputs" : "the tokens";
+}
+
 static void mask_string(unsigned mask, const char *const *names, int n, char *out, size_t size) {
   out[0] = '\0';
   if (!mask) {

@@ -119,23 +119,19 @@ static int check_rht_axes(const ufp4_train_config *cfg, const ufp4_projection_in
   static const char *const gemm[] = {"Fprop", "Dgrad", "Wgrad"};
   const size_t tokens = (size_t)cfg->batch * (size_t)cfg->model.seq_len;
   for (int i = 0; i < n; i++) {
+    const unsigned all = (1u << UFP4_N_GEMMS) - 1, padded = 1u << UFP4_WGRAD; /* experts pad their groups */
+    size_t axis;
+    const int g = ufp4_recipe_rht_misfit(&per[i], info[i].expert >= 0 ? all & ~padded : all, tokens, ins[i], outs[i], &axis);
+    if (g < 0) continue;
     const ufp4_recipe *r = &per[i];
-    if (!ufp4_recipe_quantizes(r) || r->rht_n <= 0) continue;
-    for (int g = 0; g < UFP4_N_GEMMS; g++) {
-      if (!(r->rht_mask & (1u << g)) || ufp4_recipe_gemm_precision(r, (ufp4_gemm_kind)g) != UFP4_PREC_FP4) continue;
-      if (g == UFP4_WGRAD && info[i].expert >= 0) continue; /* padded groups */
-      const size_t axis = g == UFP4_FPROP ? ins[i] : g == UFP4_DGRAD ? outs[i] : tokens;
-      if (axis % (size_t)r->rht_n == 0) continue;
-      const char *what = g == UFP4_FPROP   ? "its inputs"
-                         : g == UFP4_DGRAD ? "its outputs"
-                                           : "the micro-batch's tokens (--batch x --seq-len)";
-      char spec[1024];
-      ufp4_recipe_format(r, spec, sizeof spec);
-      return ufp4_fail(UFP4_EINVAL,
-                       "train: %s under recipe %s: its %s RHT of %d rotates along %s, %zu, which %d does not "
-                       "divide; change that size, or the projection's rht_n or rht (e.g. --override '%s=rht=none')",
-                       info[i].name, spec, gemm[g], r->rht_n, what, axis, r->rht_n, info[i].name);
-    }
+    const char *what = g == UFP4_WGRAD ? "the micro-batch's tokens (--batch x --seq-len)"
+                                       : ufp4_recipe_rht_axis_name((ufp4_gemm_kind)g);
+    char spec[1024];
+    ufp4_recipe_format(r, spec, sizeof spec);
+    return ufp4_fail(UFP4_EINVAL,
+                     "train: %s under recipe %s: its %s RHT of %d rotates along %s, %zu, which %d does not "
+                     "divide; change that size, or the projection's rht_n or rht (e.g. --override '%s=rht=none')",
+                     info[i].name, spec, gemm[g], r->rht_n, what, axis, r->rht_n, info[i].name);
   }
   return 0;
 }
