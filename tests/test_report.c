@@ -17,6 +17,7 @@
 
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
+#include "ufp4/recipe.h"
 #include "ufp4/report.h"
 
 static char root[256];
@@ -46,8 +47,14 @@ static void make_run(const char *dir, int r, int seed, int extra) {
   char path[1024];
   assert_int_equal(ufp4_mkdirs(dir), 0);
   snprintf(path, sizeof path, "%s/config.json", dir);
-  char cfg[256];
-  snprintf(cfg, sizeof cfg, "{\"model\":{\"dim\":64},\"recipe\":\"%s\",\"seed\":%d,\"steps\":200}\n", recipes[r], seed);
+  /* config.json holds the canonical spec, as `ufp4 train` writes it ("bf16,keep_first=0,..."); the
+   * report names the run by its preset, so the default baseline "bf16" finds it. */
+  char cfg[2048], spec[1024];
+  ufp4_recipe rec;
+  assert_int_equal(ufp4_recipe_parse(recipes[r], &rec), 0);
+  ufp4_recipe_format(&rec, spec, sizeof spec);
+  assert_true(strcmp(spec, recipes[r]) != 0);
+  snprintf(cfg, sizeof cfg, "{\"model\":{\"dim\":64},\"recipe\":\"%s\",\"seed\":%d,\"steps\":200}\n", spec, seed);
   write_text(path, cfg);
   snprintf(path, sizeof path, "%s/metrics.jsonl", dir);
   FILE *f = fopen(path, "w");

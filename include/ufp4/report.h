@@ -54,7 +54,8 @@ extern "C" {
 UFP4_API_BEGIN
 
 typedef struct {
-  char recipe[512]; /* label; "" = take the "recipe" string of the run's config.json */
+  char recipe[512]; /* label; "" = the "recipe" of the run's config.json, named by its preset when
+                       its canonical spec is one ("bf16,keep_first=0,keep_last=0" is "bf16") */
   long long seed;   /* -1 = take "seed" from config.json */
   char dir[4096];
 } ufp4_report_run;

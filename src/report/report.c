@@ -14,6 +14,7 @@
 #include "report/report_load.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
+#include "ufp4/recipe.h"
 
 ufp4_report_options ufp4_report_options_default(void) {
   return (ufp4_report_options){.final_steps = 100,
@@ -158,6 +159,25 @@ static int add_recipe(ufp4_report *r, const char *name) {
   return (int)r->n_recipes++;
 }
 
+/* A run's name from its config.json recipe: the preset it is, when its canonical spec is a
+ * preset's (config.json holds "bf16,keep_first=0,keep_last=0" for a run of --recipe bf16, and
+ * --baseline bf16 names it so); else the spec as written (a schedule, a modified preset). */
+static void recipe_name(const char *spec, char *name, size_t size) {
+  snprintf(name, size, "%s", spec);
+  ufp4_recipe r, p;
+  char canon[1024], preset[1024];
+  if (ufp4_recipe_parse(spec, &r)) return;
+  ufp4_recipe_format(&r, canon, sizeof canon);
+  for (int i = 0; ufp4_recipe_presets[i]; i++) {
+    if (ufp4_recipe_parse(ufp4_recipe_presets[i], &p)) continue;
+    ufp4_recipe_format(&p, preset, sizeof preset);
+    if (!strcmp(canon, preset)) {
+      snprintf(name, size, "%s", ufp4_recipe_presets[i]);
+      return;
+    }
+  }
+}
+
 /* Reads run i's folder and its own figures (those that need no other run). */
 static int load_run(ufp4_report *r, const ufp4_report_run *in, size_t i) {
   ufp4_report_run_result *x = &r->runs[i];
@@ -166,7 +186,8 @@ static int load_run(ufp4_report *r, const ufp4_report_run *in, size_t i) {
   if ((rc = rpt_load_config(x->dir, x->config_recipe, sizeof x->config_recipe, &x->seed)))
     return rc;
   if (in->seed >= 0) x->seed = in->seed;
-  snprintf(x->recipe, sizeof x->recipe, "%s", in->recipe[0] ? in->recipe : x->config_recipe);
+  if (in->recipe[0]) snprintf(x->recipe, sizeof x->recipe, "%s", in->recipe);
+  else recipe_name(x->config_recipe, x->recipe, sizeof x->recipe);
   r->n_runs = i + 1; /* from here on free() must release this run's series */
   if ((rc = rpt_load_metrics(x->dir, &x->train, &x->val, &x->skipped))) return rc;
   if ((rc = rpt_diag_load(x->dir, &x->diag))) return rc;
