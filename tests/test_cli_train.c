@@ -129,6 +129,10 @@ static void test_eval_and_sample_checkpoint(void **state) {
   /* Bad input: a missing checkpoint names the file; an unknown flag is a usage error. */
   assert_int_equal(run(out, sizeof out, "%s eval --checkpoint %s/nope --data %s/data", cli, work, work), 1);
   assert_non_null(strstr(out, "nope"));
+  /* the run folder instead of a checkpoint: said so, with the latest checkpoint to pass */
+  assert_int_equal(run(out, sizeof out, "%s sample --checkpoint %s/run0 --tokenizer bytes --prompt a --tokens 2", cli, work), 1);
+  if (!strstr(out, "run0 is a run folder (ufp4 train --out), not a checkpoint") || !strstr(out, "run0/ckpt/step_00000200"))
+    fail_msg("%s", out);
   assert_int_equal(run(out, sizeof out, "%s train --data %s/data --out %s/x --colour blue", cli, work, work), 2);
   assert_int_equal(run(out, sizeof out, "%s train --data %s/data --out %s/x --recipe e3m0", cli, work, work), 2);
   assert_non_null(strstr(out, "e3m0"));

@@ -15,6 +15,7 @@
 #include "ufp4/export_hf.h"
 #include "ufp4/fileio.h"
 #include "ufp4/safetensors.h"
+#include "ufp4/train.h"
 
 /* Prefixes the recorded error with path; the message is copied first because ufp4_fail writes the
  * buffer ufp4_last_error() points into. */
@@ -375,9 +376,26 @@ int ufp4_checkpoint_save(const char *dir, ufp4_model *m, const float *m_state, c
   return ckpt_publish(dir, fill_checkpoint, &j);
 }
 
+/* A folder `ufp4 train --out` wrote (ckpt/ inside, no model.safetensors) is not a checkpoint: its
+ * config.json is the run's, whose refusal ("model_type" must be ...) would not say what to pass. */
+static int refuse_run_folder(const char *dir) {
+  train_path ckpt, weights;
+  struct stat st;
+  if (train_path_fmt(&ckpt, "%s/ckpt", dir) || train_path_fmt(&weights, "%s/model.safetensors", dir) ||
+      stat(ckpt.s, &st) || !S_ISDIR(st.st_mode) || !stat(weights.s, &st))
+    return 0;
+  const int latest = ufp4_train_latest_checkpoint(dir);
+  if (latest < 0)
+    return ufp4_fail(UFP4_EINVAL, "%s is a run folder (ufp4 train --out) with no complete checkpoint yet; "
+                     "pass a checkpoint folder, DIR/ckpt/step_N", dir);
+  return ufp4_fail(UFP4_EINVAL, "%s is a run folder (ufp4 train --out), not a checkpoint; pass one of its "
+                   "checkpoints, e.g. the latest: %s/ckpt/step_%08d", dir, dir, latest);
+}
+
 int ufp4_checkpoint_config(const char *dir, ufp4_model_config *c) {
   train_path path;
-  int rc = train_path_fmt(&path, "%s/config.json", dir);
+  int rc = refuse_run_folder(dir);
+  if (!rc) rc = train_path_fmt(&path, "%s/config.json", dir);
   return rc ? rc : ufp4_hf_config_read(path.s, c);
 }
 
