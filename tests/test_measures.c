@@ -467,13 +467,33 @@ static void test_chain(void **state) {
   free(x);
 }
 
+/* A tensor with nothing to measure (every block holds a NaN or Inf, so every element is skipped)
+ * gives NaN measures, not the perfect score (alpha 1, SQNR +inf) that empty sums would. */
+static void test_nothing_kept(void **state) {
+  (void)state;
+  float x[2 * 32];
+  for (int i = 0; i < 64; i++) x[i] = 0.37f * (float)(i % 7) - 1.1f; /* off the grid: a finite SQNR */
+  x[5] = NAN, x[16 + 9] = INFINITY, x[32 + 1] = -INFINITY, x[48] = NAN;
+  ufp4_qformat f = ufp4_qformat_default();
+  ufp4_qmeasures m;
+  assert_int_equal(ufp4_measure_tensor(&f, x, 2, 32, &m), 0);
+  assert_int_equal(m.n, 64);
+  assert_int_equal(m.n_nonfinite, 64);
+  assert_true(isnan(m.alpha) && isnan(m.nmse) && isnan(m.sqnr_db) && isnan(m.shrink_bias));
+  assert_true(isnan(m.underflow) && isnan(m.clipped) && isnan(m.b_eff));
+  x[48] = 1.0f; /* one block clean again: finite measures over its 16 elements */
+  assert_int_equal(ufp4_measure_tensor(&f, x, 2, 32, &m), 0);
+  assert_int_equal(m.n_nonfinite, 48);
+  assert_true(isfinite(m.alpha) && isfinite(m.sqnr_db));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_blocks_hand),       cmocka_unit_test(test_blocks_long),
       cmocka_unit_test(test_tensor_vs_reference), cmocka_unit_test(test_bucket_extremes),
       cmocka_unit_test(test_underflow_crafted), cmocka_unit_test(test_shrink_bias_geometry),
       cmocka_unit_test(test_threads),           cmocka_unit_test(test_bad_args),
-      cmocka_unit_test(test_chain),
+      cmocka_unit_test(test_chain),             cmocka_unit_test(test_nothing_kept),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -53,7 +53,8 @@ typedef struct {
   double sr_bias, sr_z_mag, sr_z_val;
   size_t n, n_nonfinite; /* element count; elements skipped: NaN/Inf inputs and the finite
                             elements of a block the quantizer poisoned with a NaN scale. All
-                            means and fractions are over the elements kept. */
+                            means and fractions are over the elements kept; with none kept
+                            (or n 0) they are NaN, not a perfect score. */
 } ufp4_qmeasures;
 
 /* Quantizes a rows x cols tensor with format f (RHT included when f->rht > 0) and measures it. */

@@ -217,6 +217,9 @@ static void measure_finish(const meas_part *tot, const ufp4_grid *g, size_t n, u
   m->b_eff = exp(e) / g->n_levels;
   m->underflow = tot->nonzero ? (double)tot->underflow / (double)tot->nonzero : 0.0;
   m->clipped = tot->kept ? (double)tot->clipped / kept : 0.0;
+  if (!tot->kept) /* nothing measured (every element non-finite or in a poisoned block, or none) */
+    m->alpha = m->nmse = m->sqnr_db = m->shrink_bias = m->mean_rel_err = m->bucket_entropy = m->b_eff =
+        m->underflow = m->clipped = NAN;
   m->sr_n = tot->sr_n;
   if (tot->sr_n) {
     const double sd = sqrt(tot->sr_var);

@@ -203,7 +203,9 @@ static void print_table(const bias_opts *o, const ufp4_bias_row *rows, int n_row
            ufp4_grid_get(r->grid)->name, rht_label(r->rht, lab, sizeof lab), r->m.alpha, r->m.nmse,
            r->m.sqnr_db, ds, r->m.shrink_bias, r->m.b_eff, 100 * r->m.underflow, 100 * r->m.clipped, four);
   }
-  if (rows[0].m.n_nonfinite) printf("(%zu non-finite inputs skipped)\n", rows[0].m.n_nonfinite);
+  if (rows[0].m.n_nonfinite)
+    printf("(%zu of %zu elements skipped: non-finite inputs and the rest of their blocks, whose scale they made non-finite)\n",
+           rows[0].m.n_nonfinite, rows[0].m.n);
   printf("\nper-bin bias: mean of rho(t) - t over the elements quantized to each level (grid units)\n");
   for (int i = 0; i < n_rows; i++) {
     const ufp4_grid *g = ufp4_grid_get(rows[i].grid);
