@@ -74,7 +74,9 @@ SPECS += [f"scale={s}" for s in ufp4.SCALES[1:]]
 SPECS += [f"round={r},seed=5,stream=9" for r in ufp4.ROUNDS[1:]]
 SPECS += ["block=1", "block=8", "block=32,scale=e8m0-rceil", "block=64,grid=int4", "tile2d", "tile2d,scale=nvfp4",
           "rht=16", "rht=16,rht-signs=nvidia,scale=nvfp4", "rht=64,seed=3,round=sr,grid=e1m2", "rht=2",
-          "grid=e1m2,scale=e8m0-even,round=rna", "grid=e2m1-max2,scale=e8m0-floor,block=32,round=rnz"]
+          "grid=e1m2,scale=e8m0-even,round=rna", "grid=e2m1-max2,scale=e8m0-floor,block=32,round=rnz",
+          "adaptive=4over6", "adaptive=4over6,scale=nvfp4,adaptive-metric=mae", "adaptive=4over6,tile2d,scale=nvfp4",
+          "adaptive=4over6,block=32,scale=e8m0-rceil,adaptive-metric=maxabs"]
 
 
 def test_against_cli():
@@ -117,10 +119,13 @@ def test_measures_against_bias():
         xp = os.path.join(TMP, name + ".npy")
         np.save(xp, x)
         for spec in ["seed=1", "grid=e1m2,seed=1", "scale=nvfp4,block=16,seed=1", "rht=16,seed=4,round=sr",
-                     "rht=16,rht-signs=nvidia,grid=int4,seed=1", "block=32,scale=e8m0-ceil,round=rna,seed=1"]:
+                     "rht=16,rht-signs=nvidia,grid=int4,seed=1", "block=32,scale=e8m0-ceil,round=rna,seed=1",
+                     "adaptive=4over6,scale=nvfp4,seed=1", "adaptive=4over6,adaptive-metric=mae,seed=1",
+                     "round=sr,grid=e1m2,seed=6"]:
             kv = dict(i.partition("=")[::2] for i in spec.split(","))
             flags = ["--grids", kv.get("grid", "e2m1"), "--rht", kv.get("rht", "0"), "--seed", kv["seed"]]
-            flags += [f for k in ("block", "scale", "round", "rht-signs") if k in kv for f in ("--" + k, kv[k])]
+            flags += [f for k in ("block", "scale", "round", "rht-signs", "adaptive", "adaptive-metric") if k in kv
+                      for f in ("--" + k, kv[k])]
             rows = json.loads(run(["bias", "--in", xp, "--json"] + flags))["results"]
             want = rows[-1]
             m = ufp4.measures(x, spec)
@@ -130,6 +135,12 @@ def test_measures_against_bias():
             check(all(same15(a, b) for a, b in zip(m["bucket_p"][:nb], want["bucket_p"])) and
                   len(want["bucket_p"]) == ufp4.grid(kv.get("grid", "e2m1"))["levels"].size,
                   f"measures {name} '{spec}' bucket_p")
+            check(all(same15(a, b) for a, b in zip(m["bucket_bias"][:nb], want["bucket_bias"])),
+                  f"measures {name} '{spec}' bucket_bias")
+            if "adaptive" in kv and name != "hard":
+                check(0 < m["four_share"] < 1, f"measures {name} '{spec}': some blocks, not all, chose 4")
+            if kv.get("round") == "sr":
+                check(m["sr_n"] > 0, f"measures {name} '{spec}': the SR test has elements")
 
 
 def numpy_rne_fp32(x, levels, block=16):
@@ -217,6 +228,13 @@ def test_bad_arguments():
     expect(ufp4.UFP4Error, lambda: ufp4.quantize(x, "rht=64"), "rht not dividing cols", "does not divide")
     expect(ufp4.UFP4Error, lambda: ufp4.quantize(x, "rht=32,rht-signs=nvidia"), "nvidia signs need 16", "rht=16")
     expect(ufp4.UFP4Error, lambda: ufp4.quantize(x, "colour=blue"), "unknown key", "unknown key 'colour'")
+    expect(ufp4.UFP4Error, lambda: ufp4.quantize(x, "unrotate"), "unknown bare key", "unknown key 'unrotate'")
+    expect(ufp4.UFP4Error, lambda: ufp4.quantize(x, "grid"), "a known key without a value", "needs a value")
+    expect(ufp4.UFP4Error, lambda: ufp4.quantize(x, "grid=e1m2,grid=int4"), "a key twice", "'grid' given twice")
+    expect(ufp4.UFP4Error, lambda: ufp4.quantize(x, "block= 16"), "a space in a number", "non-negative integer")
+    expect(ufp4.UFP4Error, lambda: ufp4.quantize(x, "adaptive=4over6,grid=e1m2"), "4/6 on E1M2", "adaptive")
+    expect(ufp4.UFP4Error, lambda: ufp4.quantize(x, "adaptive=5over7"), "unknown adaptive", "none or 4over6")
+    expect(ValueError, lambda: ufp4.quantize(x, "grid=e1m2\0,block=12"), "a NUL in the spec", "NUL")
     expect(ufp4.UFP4Error, lambda: ufp4.quantize(x, "seed=-1"), "negative seed", "seed")
     expect(ufp4.UFP4Error, lambda: ufp4.rht(x, "block=16"), "rht without a size", "rht=N")
     expect(ufp4.UFP4Error, lambda: ufp4.grid("e3m0"), "unknown grid name", "e3m0")

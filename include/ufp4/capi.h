@@ -18,7 +18,10 @@
  *   rht=N           0 (default) or a power of two in 2..256 dividing cols; results stay rotated
  *   rht-signs=S     random (default: Philox from seed, rht.h) or nvidia (needs rht=16)
  *   seed=S, stream=N  u64 (decimal or 0x hex): stochastic rounding, and the random signs
- * The empty string is the default format. The same values given as CLI flags quantize to the same
+ *   adaptive=A      none (default) or 4over6: Four Over Six (quant.h; E2M1 with fp32, nvfp4 or
+ *                   e8m0-rceil scales)
+ *   adaptive-metric=M  4/6's selection error: mse (default), mae, maxabs
+ * A key given twice is refused, as is an unknown one. The empty string is the default format. The same values given as CLI flags quantize to the same
  * bits (tests/test_python_numpy.py checks it against `ufp4 quantize`). */
 #ifndef UFP4_CAPI_H
 #define UFP4_CAPI_H
@@ -65,8 +68,14 @@ enum {
   UFP4_CAPI_M_CLIPPED,
   UFP4_CAPI_M_N,
   UFP4_CAPI_M_N_NONFINITE,
-  UFP4_CAPI_M_BUCKET_P, /* 8 entries: fraction of elements per magnitude index */
-  UFP4_CAPI_N_MEASURES = UFP4_CAPI_M_BUCKET_P + 8
+  UFP4_CAPI_M_FOUR_SHARE, /* Four Over Six: share of blocks that kept the 4 candidate */
+  UFP4_CAPI_M_SR_N,       /* stochastic rounding's unbiasedness test (measures.h, sr_*) */
+  UFP4_CAPI_M_SR_BIAS,
+  UFP4_CAPI_M_SR_Z_MAG,
+  UFP4_CAPI_M_SR_Z_VAL,
+  UFP4_CAPI_M_BUCKET_P,                             /* 8 entries: fraction of elements per magnitude index */
+  UFP4_CAPI_M_BUCKET_BIAS = UFP4_CAPI_M_BUCKET_P + 8, /* 8 entries: mean rho - t per magnitude index */
+  UFP4_CAPI_N_MEASURES = UFP4_CAPI_M_BUCKET_BIAS + 8
 };
 int ufp4_capi_measures(const char *spec, const float *x, size_t rows, size_t cols, double *out);
 

@@ -108,4 +108,6 @@ def call(name, *args):
 def cstr(s, what):
     if not isinstance(s, str):
         raise TypeError(f"ufp4: {what} must be a str, got {type(s).__name__}")
+    if "\0" in s:  # C would read only up to it
+        raise ValueError(f"ufp4: {what} {s!r} holds a NUL character")
     return s.encode("utf-8")

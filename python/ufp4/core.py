@@ -17,8 +17,8 @@ GRIDS = ("e2m1", "e1m2", "int4", "e2m1-max2", "e2m1-max3", "e2m1-max4")
 SCALES = ("fp32", "nvfp4", "e8m0-floor", "e8m0-ceil", "e8m0-even", "e8m0-rceil")
 ROUNDS = ("rne", "rna", "rnz", "sr", "sr8")
 MEASURES = ("alpha", "nmse", "sqnr_db", "shrink_bias", "mean_rel_err", "bucket_entropy", "b_eff", "underflow",
-            "clipped", "n", "n_nonfinite")
-_N_MEASURES = len(MEASURES) + 8
+            "clipped", "n", "n_nonfinite", "four_share", "sr_n", "sr_bias", "sr_z_mag", "sr_z_val")
+_N_MEASURES = len(MEASURES) + 16  # then bucket_p[8] and bucket_bias[8]
 
 
 def format_spec(spec="", **kw):
@@ -138,13 +138,16 @@ def decode(enc, *, out=None):
 
 def measures(x, spec="", **kw):
     """The paper's measures of the quantizer on x (ufp4_measure_tensor; with rht=N, of the rotated
-    tensor): a dict of MEASURES plus bucket_p, the fraction of elements per magnitude index."""
+    tensor): a dict of MEASURES (include/ufp4/measures.h) plus bucket_p, the fraction of elements
+    per magnitude index, and bucket_bias, the mean rho - t per magnitude index (8 each; a grid
+    with fewer levels leaves the rest 0)."""
     _matrix(x, "x")
     v = np.empty(_N_MEASURES, np.float64)
     _lib.call("capi_measures", _lib.cstr(format_spec(spec, **kw), "spec"), _ptr(x), *x.shape, _ptr(v))
     d = {k: float(v[i]) for i, k in enumerate(MEASURES)}
-    d["n"], d["n_nonfinite"] = int(d["n"]), int(d["n_nonfinite"])
-    d["bucket_p"] = v[len(MEASURES):].copy()
+    d["n"], d["n_nonfinite"], d["sr_n"] = int(d["n"]), int(d["n_nonfinite"]), int(d["sr_n"])
+    d["bucket_p"] = v[len(MEASURES):len(MEASURES) + 8].copy()
+    d["bucket_bias"] = v[len(MEASURES) + 8:].copy()
     return d
 
 

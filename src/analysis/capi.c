@@ -3,6 +3,7 @@
  * together. */
 #include "ufp4/capi.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -34,7 +35,7 @@ static int parse_u64(const char *spec, const char *key, const char *v, uint64_t 
   char *end;
   errno = 0;
   unsigned long long u = strtoull(v, &end, 0);
-  if (errno || end == v || *end || v[0] == '-') return bad_value(spec, key, v, "an unsigned 64-bit integer");
+  if (errno || end == v || *end || !isdigit((unsigned char)v[0])) return bad_value(spec, key, v, "an unsigned 64-bit integer");
   *out = (uint64_t)u;
   return 0;
 }
@@ -43,14 +44,31 @@ static int parse_int(const char *spec, const char *key, const char *v, int *out)
   char *end;
   errno = 0;
   long l = strtol(v, &end, 10);
-  if (errno || end == v || *end || l < 0 || l > 1 << 20) return bad_value(spec, key, v, "a non-negative integer");
+  if (errno || end == v || *end || !isdigit((unsigned char)v[0]) || l > 1 << 20)
+    return bad_value(spec, key, v, "a non-negative integer");
   *out = (int)l;
   return 0;
+}
+
+/* The spec's keys: `ufp4 quantize`'s flags without their dashes. */
+static const char *const SPEC_KEYS[] = {"grid", "block", "tile2d", "scale", "round", "rht", "rht-signs", "seed",
+                                        "stream", "adaptive", "adaptive-metric"};
+enum { N_SPEC_KEYS = sizeof SPEC_KEYS / sizeof *SPEC_KEYS };
+
+static int spec_key(const char *key) {
+  for (int i = 0; i < N_SPEC_KEYS; i++)
+    if (!strcmp(key, SPEC_KEYS[i])) return i;
+  return -1;
 }
 
 /* One key=value (value NULL for a bare key) into f. */
 static int parse_key(const char *spec, const char *key, const char *v, capi_format *f, int *nvidia) {
   ufp4_qformat *q = &f->fmt;
+  if (spec_key(key) < 0)
+    return ufp4_fail(UFP4_EINVAL,
+                     "format spec '%s': unknown key '%s' (grid, block, tile2d, scale, round, rht, rht-signs, seed, "
+                     "stream, adaptive, adaptive-metric)",
+                     spec, key);
   if (!strcmp(key, "tile2d")) {
     if (v && strcmp(v, "0") && strcmp(v, "1")) return bad_value(spec, key, v, "0 or 1");
     q->tile2d = v && !strcmp(v, "0") ? 0 : 16;
@@ -69,15 +87,14 @@ static int parse_key(const char *spec, const char *key, const char *v, capi_form
   if (!strcmp(key, "rht")) return parse_int(spec, key, v, &q->rht);
   if (!strcmp(key, "seed")) return parse_u64(spec, key, v, &q->seed);
   if (!strcmp(key, "stream")) return parse_u64(spec, key, v, &q->stream);
-  if (!strcmp(key, "rht-signs")) {
-    if (strcmp(v, "random") && strcmp(v, "nvidia")) return bad_value(spec, key, v, "random or nvidia");
-    *nvidia = !strcmp(v, "nvidia");
-    return 0;
-  }
-  return ufp4_fail(UFP4_EINVAL,
-                   "format spec '%s': unknown key '%s' (grid, block, tile2d, scale, round, rht, rht-signs, seed, "
-                   "stream)",
-                   spec, key);
+  if (!strcmp(key, "adaptive"))
+    return ufp4_adaptive_parse(v, &q->adaptive) ? bad_value(spec, key, v, "none or 4over6") : 0;
+  if (!strcmp(key, "adaptive-metric"))
+    return ufp4_metric_parse(v, &q->metric) ? bad_value(spec, key, v, "mse, mae or maxabs") : 0;
+  /* rht-signs, the last key */
+  if (strcmp(v, "random") && strcmp(v, "nvidia")) return bad_value(spec, key, v, "random or nvidia");
+  *nvidia = !strcmp(v, "nvidia");
+  return 0;
 }
 
 /* Parses spec and checks it against a rows x cols tensor; fills the RHT signs. */
@@ -88,11 +105,14 @@ static int parse_format(const char *spec, size_t rows, size_t cols, capi_format 
   char buf[SPEC_MAX];
   memcpy(buf, spec, len + 1);
   f->fmt = ufp4_qformat_default();
-  int nvidia = 0;
+  int nvidia = 0, seen[N_SPEC_KEYS] = {0};
   char *save = NULL;
   for (char *item = strtok_r(buf, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
     char *eq = strchr(item, '=');
     if (eq) *eq = '\0';
+    const int k = spec_key(item);
+    if (k >= 0 && seen[k]++)
+      return ufp4_fail(UFP4_EINVAL, "format spec '%s': '%s' given twice", spec, item);
     int rc = parse_key(spec, item, eq ? eq + 1 : NULL, f, &nvidia);
     if (rc) return rc;
   }
@@ -224,8 +244,16 @@ int ufp4_capi_measures(const char *spec, const float *x, size_t rows, size_t col
       [UFP4_CAPI_M_CLIPPED] = m.clipped,
       [UFP4_CAPI_M_N] = (double)m.n,
       [UFP4_CAPI_M_N_NONFINITE] = (double)m.n_nonfinite,
+      [UFP4_CAPI_M_FOUR_SHARE] = m.four_share,
+      [UFP4_CAPI_M_SR_N] = (double)m.sr_n,
+      [UFP4_CAPI_M_SR_BIAS] = m.sr_bias,
+      [UFP4_CAPI_M_SR_Z_MAG] = m.sr_z_mag,
+      [UFP4_CAPI_M_SR_Z_VAL] = m.sr_z_val,
   };
-  for (int i = 0; i < UFP4_GRID_MAX_LEVELS; i++) v[UFP4_CAPI_M_BUCKET_P + i] = m.bucket_p[i];
+  for (int i = 0; i < UFP4_GRID_MAX_LEVELS; i++) {
+    v[UFP4_CAPI_M_BUCKET_P + i] = m.bucket_p[i];
+    v[UFP4_CAPI_M_BUCKET_BIAS + i] = m.bucket_bias[i];
+  }
   memcpy(out, v, sizeof v);
   return 0;
 }

@@ -252,6 +252,30 @@ static void print_chain(const bias_opts *o, const ufp4_bias_row *rows, int n_row
   }
 }
 
+/* A result's measures (measures.h) into its JSON object j. */
+static void add_measures(cJSON *j, const ufp4_qmeasures *m, int n_levels) {
+  cJSON_AddNumberToObject(j, "shrink_bias", m->shrink_bias);
+  cJSON_AddNumberToObject(j, "mean_rel_err", m->mean_rel_err);
+  cJSON_AddNumberToObject(j, "bucket_entropy", m->bucket_entropy);
+  cJSON_AddNumberToObject(j, "b_eff", m->b_eff);
+  cJSON_AddNumberToObject(j, "underflow", m->underflow);
+  cJSON_AddNumberToObject(j, "clipped", m->clipped);
+  cJSON_AddNumberToObject(j, "n", (double)m->n);
+  cJSON_AddNumberToObject(j, "n_nonfinite", (double)m->n_nonfinite);
+  cJSON_AddNumberToObject(j, "four_share", m->four_share);
+  /* stochastic rounding's unbiasedness test (measures.h): 0 elements, all 0, without SR */
+  cJSON_AddNumberToObject(j, "sr_n", (double)m->sr_n);
+  cJSON_AddNumberToObject(j, "sr_bias", m->sr_bias);
+  cJSON_AddNumberToObject(j, "sr_z_mag", m->sr_z_mag);
+  cJSON_AddNumberToObject(j, "sr_z_val", m->sr_z_val);
+  cJSON *bp = cJSON_AddArrayToObject(j, "bucket_p");
+  cJSON *bb = cJSON_AddArrayToObject(j, "bucket_bias");
+  for (int b = 0; b < n_levels; b++) {
+    cJSON_AddItemToArray(bp, cJSON_CreateNumber(m->bucket_p[b]));
+    cJSON_AddItemToArray(bb, cJSON_CreateNumber(m->bucket_bias[b]));
+  }
+}
+
 static int print_json(const bias_opts *o, const ufp4_bias_row *rows, int n_rows) {
   cJSON *root = cJSON_CreateObject();
   cJSON *in = cJSON_AddObjectToObject(root, "input");
@@ -290,21 +314,7 @@ static int print_json(const bias_opts *o, const ufp4_bias_row *rows, int n_rows)
       cJSON_AddNumberToObject(j, "dsqnr_db", r->dsqnr);
     else
       cJSON_AddNullToObject(j, "dsqnr_db");
-    cJSON_AddNumberToObject(j, "shrink_bias", r->m.shrink_bias);
-    cJSON_AddNumberToObject(j, "mean_rel_err", r->m.mean_rel_err);
-    cJSON_AddNumberToObject(j, "bucket_entropy", r->m.bucket_entropy);
-    cJSON_AddNumberToObject(j, "b_eff", r->m.b_eff);
-    cJSON_AddNumberToObject(j, "underflow", r->m.underflow);
-    cJSON_AddNumberToObject(j, "clipped", r->m.clipped);
-    cJSON_AddNumberToObject(j, "n", (double)r->m.n);
-    cJSON_AddNumberToObject(j, "n_nonfinite", (double)r->m.n_nonfinite);
-    cJSON_AddNumberToObject(j, "four_share", r->m.four_share);
-    cJSON *bp = cJSON_AddArrayToObject(j, "bucket_p");
-    cJSON *bb = cJSON_AddArrayToObject(j, "bucket_bias");
-    for (int b = 0; b < ufp4_grid_get(r->grid)->n_levels; b++) {
-      cJSON_AddItemToArray(bp, cJSON_CreateNumber(r->m.bucket_p[b]));
-      cJSON_AddItemToArray(bb, cJSON_CreateNumber(r->m.bucket_bias[b]));
-    }
+    add_measures(j, &r->m, ufp4_grid_get(r->grid)->n_levels);
     if (r->chain) {
       cJSON *ch = cJSON_AddArrayToObject(j, "layers");
       for (int k = 0; k < o->layers; k++) {
