@@ -231,6 +231,7 @@ static void test_model_load_uses_the_run_seed(void **state) {
 
 static void test_sample_checkpoint(void **state) {
   (void)state;
+  int rc;
   ufp4_sample_opts o = {.temperature = 0.8, .top_k = 40, .seed = 5};
   char *text, *again;
   size_t len, len2;
@@ -245,6 +246,26 @@ static void test_sample_checkpoint(void **state) {
   free(again);
   assert_int_not_equal(ufp4_sample_checkpoint(ckpt, "bytes", "bogus", "x", 1, &o, &text, &len), 0);
   assert_null(text);
+  /* A vocabulary padded past the tokenizer's (300 > 256): only ids it can decode are drawn, over
+   * the whole distribution (top-k 0, temperature 1, where the 44 padded ids hold about 15% of each
+   * draw: 40 draws without one would be luck); one more than twice the tokenizer's is refused. */
+  char dir[1024];
+  ufp4_sample_opts all = {.temperature = 1.0, .top_k = 0, .seed = 9, .stop_token = -1};
+  for (int vocab = 300; vocab <= 600; vocab += 300) {
+    snprintf(dir, sizeof dir, "%s/pad%d", work, vocab);
+    ufp4_model_config c = ckpt_tiny_config(L, 16, T, vocab);
+    assert_int_equal(ckpt_write_tiny(dir, &c, 7, 2), 0);
+    snprintf(dir, sizeof dir, "%s/pad%d/ckpt", work, vocab);
+    rc = ufp4_sample_checkpoint(dir, "bytes", "fp32", "Fellow", 40, &all, &text, &len);
+    if (vocab == 300) {
+      if (rc) fail_msg("a padded vocabulary: %s", ufp4_last_error());
+      assert_true(len >= 6);
+      free(text);
+    } else {
+      assert_int_not_equal(rc, 0);
+      assert_non_null(strstr(ufp4_last_error(), "not the tokenizer"));
+    }
+  }
 }
 
 static void test_drift_checkpoint(void **state) {

@@ -219,6 +219,7 @@ def test_bad_arguments():
     x = np.ones((4, 32), np.float32)
     expect(TypeError, lambda: ufp4.quantize(x.astype(np.float64)), "float64 input", "float32")
     expect(TypeError, lambda: ufp4.quantize(x.tolist()), "a list", "numpy.ndarray")
+    expect(TypeError, lambda: ufp4.quantize(x.astype(">f4")), "big-endian float32", "got >f4 (byte-swapped)")
     expect(ValueError, lambda: ufp4.quantize(x[0]), "1-D input", "2-D")
     expect(ValueError, lambda: ufp4.quantize(x[:, ::2]), "strided input", "C-contiguous")
     expect(ValueError, lambda: ufp4.quantize(x, out=np.empty((4, 16), np.float32)), "wrong out shape", "shape")

@@ -401,6 +401,10 @@ static void test_runs_json_and_bad_input(void **state) {
   write_text(path, "[{\"recipe\":\"x\"}]");
   assert_true(ufp4_report_runs_load(path, &runs, &n) < 0);
   assert_non_null(strstr(ufp4_last_error(), "bad.json"));
+  /* cut short: a parse error with where, not "expected an array" */
+  write_text(path, "[{\"recipe\":\"x\",\"seed\":1,\"dir\":\"a\"},{\"recipe\":\"y\",\"seed\":1,\"dir\":\"b\"}");
+  assert_int_equal(ufp4_report_runs_load(path, &runs, &n), UFP4_EFORMAT);
+  if (!strstr(ufp4_last_error(), "bad.json: not valid JSON (near byte")) fail_msg("%s", ufp4_last_error());
 }
 
 int main(void) {

@@ -54,8 +54,9 @@ int ufp4_eval_checkpoint(const char *dir, const char *data, const char *recipe_s
 
 /* Continues `prompt` by up to n_new tokens of checkpoint `dir` under `recipe_spec`, tokenized by
  * `tokenizer` (tokenizer.h's spec: bytes, gpt2 or a folder), stopping at its end-of-text token.
- * *text (malloc'ed, *len bytes, prompt included) is the decoded sequence. Fails when the tokenizer
- * has more tokens than the model. */
+ * *text (malloc'ed, *len bytes, prompt included) is the decoded sequence, sampled among the ids
+ * the tokenizer has (a padded vocabulary's others are never drawn). Fails when the tokenizer has
+ * more tokens than the model, or fewer than half as many (another tokenizer). */
 int ufp4_sample_checkpoint(const char *dir, const char *tokenizer, const char *recipe_spec,
                            const char *prompt, int n_new, const ufp4_sample_opts *o, char **text,
                            size_t *len);

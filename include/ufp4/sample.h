@@ -17,6 +17,8 @@ typedef struct {
   int top_k;          /* 0 = the whole vocabulary */
   uint64_t seed;
   int64_t stop_token; /* -1 = none */
+  int vocab;          /* 0 = the model's; else ids < vocab only (a tokenizer smaller than the
+                         model's vocabulary: the rest could not be decoded) */
 } ufp4_sample_opts;
 
 /* The next token from one row of logits [V]; `index` selects the random number; work: V floats. */

@@ -22,6 +22,9 @@ class UFP4Error(RuntimeError):
         self.status = status
 
 
+UFP4Error.__module__ = "ufp4"  # shown as ufp4.UFP4Error, the name users import it by
+
+
 def _candidates():
     env = os.environ.get("UFP4_LIBRARY")
     if env:

@@ -41,7 +41,8 @@ def _matrix(x, what, dtype=np.float32):
     if not isinstance(x, np.ndarray):
         raise TypeError(f"ufp4: {what} must be a numpy.ndarray, got {type(x).__name__}")
     if x.dtype != dtype:
-        raise TypeError(f"ufp4: {what} must have dtype {np.dtype(dtype).name}, got {x.dtype.name}")
+        got = x.dtype.name if x.dtype.name != np.dtype(dtype).name else f"{x.dtype.str} (byte-swapped)"
+        raise TypeError(f"ufp4: {what} must have dtype {np.dtype(dtype).name} in native byte order, got {got}")
     if x.ndim != 2:
         raise ValueError(f"ufp4: {what} must be 2-D (rows x cols, blocks along cols), got shape {x.shape}")
     if not x.flags.c_contiguous:

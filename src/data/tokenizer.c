@@ -90,7 +90,10 @@ int ufp4_tokenizer_open(const char *spec, ufp4_tokenizer **out) {
     }
     else snprintf(dir, sizeof dir, "data/raw/gpt2");
     if (!is_dir(dir))
-      return ufp4_fail(UFP4_EIO, "%s: GPT-2 tokenizer files are missing (run scripts/fetch_data.sh)", dir);
+      return ufp4_fail(UFP4_EIO,
+                       "%s: GPT-2 tokenizer files are missing (run scripts/fetch_data.sh; a relative path is "
+                       "read from the current folder: run from the checkout, or set UFP4_GPT2_DIR or "
+                       "UFP4_SOURCE_DIR)", dir);
     int rc = open_dir(dir, out);
     if (!rc && (*out)->kind != UFP4_TOK_GPT2) {
       ufp4_tokenizer_free(*out);

@@ -19,6 +19,12 @@ int ufp4_report_runs_load(const char *path, ufp4_report_run **runs, size_t *n) {
   int rc = ufp4_read_file_as(path, 64u << 20, "the run list", &text, &size);
   if (rc) return rc;
   cJSON *j = cJSON_ParseWithLength(text, size);
+  if (!j) {
+    const char *at = cJSON_GetErrorPtr();
+    const size_t off = at && at >= text && at <= text + size ? (size_t)(at - text) : size;
+    free(text);
+    return ufp4_fail(UFP4_EFORMAT, "%s: not valid JSON (near byte %zu of %zu)", path, off, size);
+  }
   free(text);
   const cJSON *arr = cJSON_IsObject(j) ? cJSON_GetObjectItemCaseSensitive(j, "runs") : j;
   if (!cJSON_IsArray(arr) || !cJSON_GetArraySize(arr)) {

@@ -139,6 +139,7 @@ static int generate(ufp4_model *m, ufp4_tokenizer *tok, const char *prompt, int 
     for (size_t i = 0; i < ids.n; i++) (*seq)[i] = (int32_t)ids.ids[i];
     ufp4_sample_opts so = *o;
     so.stop_token = ufp4_tokenizer_eot(tok);
+    so.vocab = (int)ufp4_tokenizer_vocab_size(tok); /* only ids it can decode */
     rc = ufp4_generate(m, *seq, (int)ids.n, n_new, &so, *seq, n_out);
   }
   ufp4_tokvec_free(&ids);
@@ -155,9 +156,12 @@ int ufp4_sample_checkpoint(const char *dir, const char *tokenizer, const char *r
   int32_t *seq = NULL;
   int n_out = 0, rc = ufp4_tokenizer_open(tokenizer, &tok);
   if (!rc) rc = ufp4_model_load(dir, recipe_spec, 1, &m);
-  if (!rc && ufp4_tokenizer_vocab_size(tok) > (uint32_t)ufp4_model_get_config(m)->vocab)
-    rc = ufp4_fail(UFP4_EINVAL, "tokenizer %s has %u tokens but the model only %d", tokenizer,
-                   ufp4_tokenizer_vocab_size(tok), ufp4_model_get_config(m)->vocab);
+  /* A model's vocabulary may be padded past its tokenizer's (ids it never saw, never sampled), but
+   * never to twice its size: a tokenizer that small is another one, whose ids mean other tokens. */
+  const uint32_t tv = rc ? 0 : ufp4_tokenizer_vocab_size(tok), mv = rc ? 0 : (uint32_t)ufp4_model_get_config(m)->vocab;
+  if (!rc && (tv > mv || 2 * (uint64_t)tv < mv))
+    rc = ufp4_fail(UFP4_EINVAL, "tokenizer %s has %u tokens but the model %s%u: not the tokenizer its training "
+                   "shards were prepared with", tokenizer, tv, tv > mv ? "only " : "", mv);
   if (!rc) rc = generate(m, tok, prompt, n_new, o, &seq, &n_out);
   if (!rc) rc = ufp4_tokenizer_decode(tok, (const uint32_t *)seq, (size_t)n_out, text, len);
   free(seq);

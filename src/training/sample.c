@@ -59,7 +59,7 @@ int ufp4_generate(ufp4_model *m, const int32_t *prompt, int n_prompt, int n_new,
     int start = n > c->seq_len ? n - c->seq_len : 0, T = n - start;
     if ((rc = ufp4_model_forward(m, out + start, NULL, 1, T, NULL))) break;
     const float *last = ufp4_model_logits(m) + (size_t)(T - 1) * c->vocab;
-    out[n] = ufp4_sample_next(last, c->vocab, o, (uint64_t)n, work);
+    out[n] = ufp4_sample_next(last, o->vocab > 0 && o->vocab < c->vocab ? o->vocab : c->vocab, o, (uint64_t)n, work);
     n++;
     if (o->stop_token >= 0 && out[n - 1] == o->stop_token) break;
   }
