@@ -175,7 +175,7 @@ def test_bad_arguments():
     expect(TypeError, lambda: ut.Linear(8, 4, device="meta"), "a device other than cpu", "CPU")
     lin = ut.Linear(16, 16)
     lin.layer = 5000  # over the stream's 12-bit layer field: refused by the C check
-    expect(ufp4.UFP4Error, lambda: lin(torch.randn(2, 16)), "layer over the stream field", "layer")
+    expect(ufp4.UFP4Error, lambda: lin(torch.randn(16, 16)), "layer over the stream field", "layer")
 
 
 def test_autograd_edges():
@@ -205,6 +205,11 @@ def test_autograd_edges():
     expect(ValueError, lambda: ut.linear(torch.randn(2, 64), w, seed=1 << 64), "seed 2^64", "outside [0, 2^64)")
     expect(TypeError, lambda: ut.linear(torch.randn(2, 64), w, seed=1.7), "seed 1.7", "integer")
     expect(TypeError, lambda: ut.set_step(nn.Sequential(ut.Linear(4, 4)), 2.5), "step 2.5", "integer")
+    stepped = nn.Sequential(ut.Linear(4, 4))
+    ut.set_step(stepped, torch.tensor(3))
+    check(stepped[0].step == 3 and type(stepped[0].step) is int, "a 0-d integer tensor is a step")
+    expect(ValueError, lambda: ut.linear(torch.randn(2, 64), w, layer=1 << 32), "layer 2^32", "layer = 4294967296")
+    check(ut.convert(ut.Linear(4, 4)) == [], "convert of a ufp4 Linear changes nothing")
     expect(ValueError, lambda: ut.linear(torch.tensor(1.0), w), "a 0-d input", "0-d")
     expect(ValueError, lambda: ut.linear(torch.randn(2, 64), torch.randn(2, 32, 64)), "a 3-d weight", "out_features")
 

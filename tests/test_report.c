@@ -407,11 +407,42 @@ static void test_runs_json_and_bad_input(void **state) {
   if (!strstr(ufp4_last_error(), "bad.json: not valid JSON (near byte")) fail_msg("%s", ufp4_last_error());
 }
 
+/* Runs named by their config.json: by the preset; a run with overrides by its recipe and its
+ * overrides, never as the preset (it would have become the baseline); a --baseline written as
+ * the canonical spec names the same runs as the preset does. */
+static void test_names_from_config(void **state) {
+  (void)state;
+  ufp4_report_run runs[4];
+  fill_runs(runs, 1); /* bf16, fp32, e2m1, ufp4 of seed 1, their recipes from config.json */
+  char path[4200], spec[1024];
+  snprintf(path, sizeof path, "%s/config.json", runs[3].dir);
+  ufp4_recipe r;
+  assert_int_equal(ufp4_recipe_parse("ufp4", &r), 0);
+  ufp4_recipe_format(&r, spec, sizeof spec);
+  char cfg[2048];
+  snprintf(cfg, sizeof cfg, "{\"recipe\":\"%s\",\"seed\":1,\"overrides\":[\"model.layers.0.*=bf16\",\"lm_head=nvfp4\"]}",
+           spec);
+  write_text(path, cfg);
+  ufp4_report_options o = ufp4_report_options_default();
+  o.final_steps = FINAL;
+  assert_int_equal(ufp4_recipe_parse("bf16", &r), 0);
+  ufp4_recipe_format(&r, spec, sizeof spec);
+  o.baseline = spec;
+  ufp4_report *rep;
+  if (ufp4_report_build(runs, 4, &o, &rep)) fail_msg("%s", ufp4_last_error());
+  assert_string_equal(rep->runs[0].recipe, "bf16");
+  assert_string_equal(rep->recipes[rep->baseline_idx].recipe, "bf16");
+  assert_string_equal(rep->runs[3].recipe, "ufp4 +overrides model.layers.0.*=bf16;lm_head=nvfp4");
+  ufp4_report_free(rep);
+  make_run(runs[3].dir, 3, 1, 0); /* as it was, for the other tests */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_full_report),
       cmocka_unit_test(test_no_gnuplot_and_one_seed),
       cmocka_unit_test(test_runs_json_and_bad_input),
+      cmocka_unit_test(test_names_from_config),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -78,6 +78,9 @@ enum {
   UFP4_CAPI_N_MEASURES = UFP4_CAPI_M_BUCKET_BIAS + 8
 };
 int ufp4_capi_measures(const char *spec, const float *x, size_t rows, size_t cols, double *out);
+/* UFP4_CAPI_N_MEASURES of the library, which a binding checks against its own count before it
+ * sizes out[] (a binding of another version would overflow it). */
+int ufp4_capi_n_measures(void);
 
 /* In place, x <- x S H on every rht-chunk of every row (ufp4_rht_rows), or its inverse, with the
  * spec's rht size and signs (rht must be > 0). */

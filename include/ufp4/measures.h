@@ -54,7 +54,9 @@ typedef struct {
   size_t n, n_nonfinite; /* element count; elements skipped: NaN/Inf inputs and the finite
                             elements of a block the quantizer poisoned with a NaN scale. All
                             means and fractions are over the elements kept; with none kept
-                            (or n 0) they are NaN, not a perfect score. */
+                            (or n 0) alpha, nmse, sqnr_db, shrink_bias, mean_rel_err,
+                            bucket_entropy, b_eff, underflow and clipped are NaN, not a
+                            perfect score (four_share, sr_* and the buckets stay 0). */
 } ufp4_qmeasures;
 
 /* Quantizes a rows x cols tensor with format f (RHT included when f->rht > 0) and measures it. */

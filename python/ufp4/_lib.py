@@ -85,6 +85,7 @@ _SIGS = {
     "ufp4_capi_encode": (_i, [_c, _p, _s, _s, _p, _p, _p]),
     "ufp4_capi_decode": (_i, [_c, _p, _p, ctypes.c_float, _s, _s, _p]),
     "ufp4_capi_measures": (_i, [_c, _p, _s, _s, _p]),
+    "ufp4_capi_n_measures": (_i, []),
     "ufp4_capi_rht": (_i, [_c, _p, _s, _s, _i]),
     "ufp4_capi_rht_signs": (_i, [_c, _p, _p]),
     "ufp4_capi_grid": (_i, [_c, _p, _p, _p]),
@@ -94,7 +95,10 @@ _SIGS = {
     "ufp4_capi_linear_backward": (_i, [_c, _p, _p, _p, _p, _p, _p, _s, _s, _s]),
 }
 for _name, (_res, _args) in _SIGS.items():
-    _f = getattr(lib, _name)
+    _f = getattr(lib, _name, None)
+    if _f is None:
+        raise ImportError(f"ufp4: {library_path} has no {_name}: a library of another version than this package "
+                          "(rebuild it, or point UFP4_LIBRARY at the matching one)")
     _f.restype = _res
     _f.argtypes = _args
 

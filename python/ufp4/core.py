@@ -19,6 +19,9 @@ ROUNDS = ("rne", "rna", "rnz", "sr", "sr8")
 MEASURES = ("alpha", "nmse", "sqnr_db", "shrink_bias", "mean_rel_err", "bucket_entropy", "b_eff", "underflow",
             "clipped", "n", "n_nonfinite", "four_share", "sr_n", "sr_bias", "sr_z_mag", "sr_z_val")
 _N_MEASURES = len(MEASURES) + 16  # then bucket_p[8] and bucket_bias[8]
+if _lib.lib.ufp4_capi_n_measures() != _N_MEASURES:  # out[] below is sized by this package's count
+    raise ImportError(f"ufp4: {_lib.library_path} writes {_lib.lib.ufp4_capi_n_measures()} measures, this package "
+                      f"reads {_N_MEASURES}: a library of another version (rebuild it, or set UFP4_LIBRARY)")
 
 
 def format_spec(spec="", **kw):

@@ -20,7 +20,7 @@ and both gradients are bit-identical to ufp4_linear_forward / ufp4_linear_backwa
 Limits: CPU tensors of dtype float32 only (the library has no GPU path); the bias, when asked
 for, is added by PyTorch in float32 outside the quantized GEMMs."""
 import ctypes
-import numbers
+import operator
 
 import torch
 from torch import nn
@@ -60,11 +60,11 @@ class _LinearFunction(torch.autograd.Function):
             raise ValueError(f"ufp4.torch: input has {x.shape[-1]} features, the layer takes {in_f}")
         x2 = x.reshape(-1, in_f).contiguous()
         w = weight.contiguous()
+        # What the backward will need is known now: an RHT of Dgrad or Wgrad that does not fit
+        # fails here, before any work, naming the GEMM and the axis, not later in loss.backward().
+        _lib.call("capi_linear_check", recipe, x2.shape[0], in_f, out_f, need_dx, need_dw)
         y = torch.empty(x2.shape[0], out_f, dtype=torch.float32)
         _lib.call("capi_linear_forward", recipe, stream, _ptr(x2), _ptr(w), _ptr(y), x2.shape[0], in_f, out_f)
-        # What the backward will need is known now: an RHT of Dgrad or Wgrad that does not fit
-        # fails here, naming the GEMM and the axis, not later in loss.backward().
-        _lib.call("capi_linear_check", recipe, x2.shape[0], in_f, out_f, need_dx, need_dw)
         ctx.save_for_backward(x2, w)
         ctx.recipe, ctx.stream, ctx.x_shape = recipe, stream, x.shape
         return y.reshape(*x.shape[:-1], out_f)
@@ -83,13 +83,19 @@ class _LinearFunction(torch.autograd.Function):
 
 
 def _field(f, v):
-    """A stream field as the C library takes it: an integer in [0, 2^64) (the fields after step
-    are checked against 32 bits by the library)."""
-    if isinstance(v, bool) or not isinstance(v, numbers.Integral):
+    """A stream field as the C library takes it: an integer (a Python or numpy int, or a 0-d
+    integer tensor) in [0, 2^64) for seed and step, [0, 2^32) for the others (the library checks
+    their finer limits, e.g. layer < 4096)."""
+    if isinstance(v, bool):
         raise TypeError(f"ufp4.torch: stream field {f} must be an integer, got {v!r}")
-    if not 0 <= v < 1 << 64:
-        raise ValueError(f"ufp4.torch: stream field {f} = {v} is outside [0, 2^64)")
-    return int(v)
+    try:
+        v = operator.index(v)
+    except TypeError:
+        raise TypeError(f"ufp4.torch: stream field {f} must be an integer, got {v!r}") from None
+    bits = 64 if f in ("seed", "step") else 32
+    if not 0 <= v < 1 << bits:
+        raise ValueError(f"ufp4.torch: stream field {f} = {v} is outside [0, 2^{bits})")
+    return v
 
 
 def _stream(fields):
@@ -149,7 +155,7 @@ def convert(model, recipe="ufp4", exclude=()):
     no two share bits. Returns the names changed (each module's first name), in that order."""
     if isinstance(exclude, str):
         raise TypeError("ufp4.torch.convert: exclude is a list of names, not a str")
-    if isinstance(model, nn.Linear):
+    if isinstance(model, nn.Linear) and not isinstance(model, Linear):
         raise TypeError("ufp4.torch.convert replaces the nn.Linear modules inside a model; for a single "
                         "layer make a ufp4.torch.Linear (or wrap it in a module)")
     recipe_canonical(recipe)  # a bad recipe fails before anything is changed

@@ -225,6 +225,8 @@ int ufp4_capi_decode(const char *spec, const uint8_t *packed, const uint8_t *sca
   return 0;
 }
 
+int ufp4_capi_n_measures(void) { return UFP4_CAPI_N_MEASURES; }
+
 int ufp4_capi_measures(const char *spec, const float *x, size_t rows, size_t cols, double *out) {
   capi_format f;
   int rc = parse_format(spec, rows, cols, &f);

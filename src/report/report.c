@@ -15,6 +15,7 @@
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
 #include "ufp4/recipe.h"
+#include "ufp4/train.h"
 
 ufp4_report_options ufp4_report_options_default(void) {
   return (ufp4_report_options){.final_steps = 100,
@@ -183,11 +184,27 @@ static int load_run(ufp4_report *r, const ufp4_report_run *in, size_t i) {
   ufp4_report_run_result *x = &r->runs[i];
   int rc;
   snprintf(x->dir, sizeof x->dir, "%s", in->dir);
-  if ((rc = rpt_load_config(x->dir, x->config_recipe, sizeof x->config_recipe, &x->seed)))
+  char *overrides = malloc(UFP4_OVERRIDES_MAX);
+  if (!overrides) return ufp4_fail(UFP4_ENOMEM, "report: out of memory");
+  rc = rpt_load_config(x->dir, x->config_recipe, sizeof x->config_recipe, &x->seed, overrides, UFP4_OVERRIDES_MAX);
+  if (rc) {
+    free(overrides);
     return rc;
+  }
   if (in->seed >= 0) x->seed = in->seed;
-  if (in->recipe[0]) snprintf(x->recipe, sizeof x->recipe, "%s", in->recipe);
-  else recipe_name(x->config_recipe, x->recipe, sizeof x->recipe);
+  if (in->recipe[0]) {
+    snprintf(x->recipe, sizeof x->recipe, "%s", in->recipe);
+  } else {
+    /* Overrides make it another recipe than its "recipe": named by both, never the preset alone. */
+    recipe_name(x->config_recipe, x->recipe, sizeof x->recipe);
+    const size_t len = strlen(x->recipe);
+    if (overrides[0] && (size_t)snprintf(x->recipe + len, sizeof x->recipe - len, " +overrides %s", overrides) >=
+                            sizeof x->recipe - len)
+      rc = ufp4_fail(UFP4_EINVAL, "report: %s: its recipe with its overrides is too long for a name; name the run "
+                     "(NAME=DIR, or runs.json)", x->dir);
+  }
+  free(overrides);
+  if (rc) return rc;
   r->n_runs = i + 1; /* from here on free() must release this run's series */
   if ((rc = rpt_load_metrics(x->dir, &x->train, &x->val, &x->skipped))) return rc;
   if ((rc = rpt_diag_load(x->dir, &x->diag))) return rc;
@@ -298,6 +315,11 @@ int ufp4_report_build(const ufp4_report_run *runs, size_t n, const ufp4_report_o
     return ufp4_fail(UFP4_EINVAL, "report: final_steps must be >= 1 (got %d)", o.final_steps);
   if (!o.baseline || !o.baseline[0]) o.baseline = "bf16";
   if (o.control && !o.control[0]) o.control = NULL;
+  /* Named as runs are: a spec that is a preset's canonical one is that preset. */
+  char baseline[512], control[512];
+  recipe_name(o.baseline, baseline, sizeof baseline);
+  o.baseline = baseline;
+  if (o.control) recipe_name(o.control, control, sizeof control), o.control = control;
   if (!(o.target_effect >= 0) || !isfinite(o.target_effect))
     return ufp4_fail(UFP4_EINVAL, "report: the target effect must be a finite number >= 0 (got %g)",
                      o.target_effect);

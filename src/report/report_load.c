@@ -18,7 +18,8 @@
 const char *const rpt_operands[RPT_N_OPERANDS] = {"fprop.x", "fprop.w", "dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x"};
 const char *const rpt_gemms[RPT_N_GEMMS] = {"fprop", "dgrad", "wgrad"};
 
-int rpt_load_config(const char *dir, char *recipe, size_t recipe_size, long long *seed) {
+int rpt_load_config(const char *dir, char *recipe, size_t recipe_size, long long *seed, char *overrides,
+                    size_t overrides_size) {
   char path[4200];
   snprintf(path, sizeof path, "%s/config.json", dir);
   cJSON *j;
@@ -36,6 +37,19 @@ int rpt_load_config(const char *dir, char *recipe, size_t recipe_size, long long
     const int has = cJSON_IsString(sched) && sched->valuestring[0];
     snprintf(recipe, recipe_size, "%s", has ? sched->valuestring : r->valuestring);
     *seed = (long long)s->valuedouble;
+    /* Per-projection overrides (an array of "PATTERN=SPEC"), ';'-joined; "" without them. */
+    const cJSON *ov = cJSON_GetObjectItemCaseSensitive(j, "overrides"), *it;
+    const cJSON *list = cJSON_IsArray(ov) ? ov : NULL;
+    size_t used = 0;
+    overrides[0] = '\0';
+    cJSON_ArrayForEach(it, list) {
+      if (!cJSON_IsString(it)) continue;
+      int w = snprintf(overrides + used, used < overrides_size ? overrides_size - used : 0, "%s%s", used ? ";" : "",
+                       it->valuestring);
+      if (w > 0) used += (size_t)w;
+    }
+    if (used >= overrides_size)
+      rc = ufp4_fail(UFP4_EFORMAT, "%s: \"overrides\" longer than %zu bytes", path, overrides_size - 1);
   }
   cJSON_Delete(j);
   return rc;

@@ -6,8 +6,10 @@
 
 #include "ufp4/report.h"
 
-/* config.json: the "recipe" string (a scheduled run's "schedule" instead) and "seed". */
-int rpt_load_config(const char *dir, char *recipe, size_t recipe_size, long long *seed);
+/* config.json: the "recipe" string (a scheduled run's "schedule" instead), "seed", and the
+ * "overrides" ';'-joined ("" for none; UFP4_EFORMAT when they do not fit overrides_size). */
+int rpt_load_config(const char *dir, char *recipe, size_t recipe_size, long long *seed, char *overrides,
+                    size_t overrides_size);
 /* config.json's per-projection recipe table (written for runs with overrides or a schedule) as
  * text, "from step S:" then its lines indented, malloc'ed; NULL when there is none (or it cannot be
  * read: the table is shown, never checked). */
