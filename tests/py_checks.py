@@ -1,5 +1,6 @@
 """The check helpers of tests/test_python_*.py: every failed check is printed and counted, and
 finish() exits 1 when any failed, so one run reports all of them."""
+import os
 import sys
 
 failures = []
@@ -29,3 +30,15 @@ def finish(name, *tests):
         t()
     print(f"{name}: {len(failures)} failures")
     sys.exit(1 if failures else 0)
+
+
+def this_python_first(env, folder):
+    """env with `folder` made to hold python3 -> this interpreter, first on PATH: the scripts that a
+    test starts by their `#!/usr/bin/env python3` line then run under the test's interpreter. A
+    version manager's shim found first on PATH (pyenv's is a shell script) costs about half a second
+    a start; tests/test_study_pipeline.py starts some 600."""
+    os.makedirs(folder, exist_ok=True)
+    link = os.path.join(folder, "python3")
+    if not os.path.lexists(link):
+        os.symlink(sys.executable, link)
+    return dict(env, PATH=folder + os.pathsep + env.get("PATH", os.defpath))

@@ -30,7 +30,7 @@ import tarfile
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from py_checks import check, finish  # noqa: E402
+from py_checks import check, finish, this_python_first  # noqa: E402
 
 SRC = os.environ.get("UFP4_SOURCE_DIR", os.path.join(os.path.dirname(__file__), ".."))
 LIB = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(SRC, "build", "libufp4.so"))
@@ -146,7 +146,8 @@ def test_pipeline():
                 f.write(STUB % {"commit": commit[:12], "stage2_n": STAGE2_N})
             os.chmod(os.path.join(d, "ufp4"), 0o755)
         analysis_bin = os.path.join(analysis_dir, "ufp4")
-        env = dict(os.environ, STUDY_NP="1", STUDY_ANALYSIS=analysis_bin, UFP4_LIBRARY=LIB)
+        env = this_python_first(dict(os.environ, STUDY_NP="1", STUDY_ANALYSIS=analysis_bin, UFP4_LIBRARY=LIB),
+                                os.path.join(tmp, "python-bin"))
         for k in ("STUDY_COMMIT", "STUDY_OUT", "STUDY_DATA", "SAME_BITS_AS"):
             env.pop(k, None)
 
