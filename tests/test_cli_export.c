@@ -94,6 +94,12 @@ static void export_run(const char *name, const char *flags, char *out, size_t si
                            "--tokenizer bytes --out %s/%s.gguf", cli, work, name, work, name), 0);
 }
 
+/* Run `name`'s gguf-nvfp4 export with one --exclude glob; its output in out. */
+static void export_excluding(const char *name, const char *glob, char *out, size_t size) {
+  assert_int_equal(cli_run(out, size, "%s export --checkpoint %s/%s/ckpt/step_00000002 --format gguf-nvfp4 "
+                           "--tokenizer bytes --out %s/%s_x.gguf --exclude '%s'", cli, work, name, work, name, glob), 0);
+}
+
 /* The fp32 weights of checkpoint `dir` (freed by the caller with ufp4_model_free). */
 static ufp4_model *load_fp32(const char *dir) {
   ufp4_model *m = NULL;
@@ -101,9 +107,10 @@ static ufp4_model *load_fp32(const char *dir) {
   return m;
 }
 
-/* Of every block projection of checkpoint `run` against `deq` (its dequant-nvfp4 export): the
- * elements where deq differs from the scalar reference of `spec`'s fprop weight format. */
-static size_t differ_from(const char *run, const char *deq, const char *spec, size_t *n_elems) {
+/* Of every block projection of checkpoint `run` whose name holds `only` (NULL: all) against `deq`
+ * (its dequant-nvfp4 export): the elements where deq differs from the scalar reference of `spec`'s
+ * fprop weight format. */
+static size_t differ_in(const char *run, const char *deq, const char *spec, const char *only, size_t *n_elems) {
   ufp4_model *a = load_fp32(run), *b = load_fp32(deq);
   ufp4_recipe r;
   assert_int_equal(ufp4_recipe_parse(spec, &r), 0);
@@ -115,6 +122,7 @@ static size_t differ_from(const char *run, const char *deq, const char *spec, si
     ufp4_tensor_info t;
     ufp4_model_tensor(c, i, &t);
     if (t.ndim != 2 || !strstr(t.name, "model.layers.") || !strstr(t.name, "_proj.weight")) continue;
+    if (only && !strstr(t.name, only)) continue;
     size_t n = t.shape[0] * t.shape[1];
     float *y = malloc(n * sizeof *y);
     assert_non_null(y);
@@ -128,16 +136,20 @@ static size_t differ_from(const char *run, const char *deq, const char *spec, si
   return differ;
 }
 
+static size_t differ_from(const char *run, const char *deq, const char *spec, size_t *n_elems) {
+  return differ_in(run, deq, spec, NULL, n_elems);
+}
+
 /* Trains run `name` under `recipe`, exports it to gguf-nvfp4, checks that the export says it used
  * `format` and holds the run's codes, and writes its dequant-nvfp4 folder; their paths into run
  * and deq (4300 bytes each). */
-static void export_deq(const char *name, const char *recipe, const char *format, char *run, char *deq) {
-  static char out[1 << 14], flags[256], want[256];
-  snprintf(flags, sizeof flags, "--recipe %s", recipe);
+static void export_deq(const char *name, const char *flags, const char *format, char *run, char *deq) {
+  static char out[1 << 14], want[256];
   export_run(name, flags, out, sizeof out);
   snprintf(want, sizeof want, "4-bit weights: %s\n", format);
   if (!strstr(out, want)) fail_msg("no line %swithin\n%s", want, out);
-  assert_non_null(strstr(out, " trained with this weight format: the file holds its codes and scales"));
+  assert_true(strstr(out, " trained with this weight format: the file holds its codes and scales") ||
+              strstr(out, " trained with these weight formats: the file holds its codes and scales"));
   snprintf(run, 4300, "%s/%s/ckpt/step_00000002", work, name);
   snprintf(deq, 4300, "%s/%s_deq", work, name);
   assert_int_equal(cli_run(out, sizeof out, "%s export --checkpoint %s --format dequant-nvfp4 --out %s", cli, run, deq), 0);
@@ -150,11 +162,11 @@ static void export_deq(const char *name, const char *recipe, const char *format,
 static void test_gguf_holds_four_over_six(void **state) {
   (void)state;
   static char run[4300], deq[4300];
-  export_deq("r_1x16", "nvfp4,tile2d=0", "e2m1, nvfp4 scales, 1x16 blocks, rne", run, deq);
+  export_deq("r_1x16", "--recipe nvfp4,tile2d=0", "e2m1, nvfp4 scales, 1x16 blocks, rne", run, deq);
   size_t n16, n_tiles;
   assert_int_equal(differ_from(run, deq, "nvfp4,tile2d=0", &n16), 0);
   assert_true(n16 > 0 && differ_from(run, deq, "nvfp4", &n_tiles) > 0);
-  export_deq("r_46w", "nvfp4-4over6", "e2m1, nvfp4 scales, 16x16 tiles, rne, 4over6 by mse", run, deq);
+  export_deq("r_46w", "--recipe nvfp4-4over6", "e2m1, nvfp4 scales, 16x16 tiles, rne, 4over6 by mse", run, deq);
   size_t n, n_plain;
   assert_int_equal(differ_from(run, deq, "nvfp4-4over6", &n), 0);
   size_t plain = differ_from(run, deq, "nvfp4", &n_plain);
@@ -162,11 +174,18 @@ static void test_gguf_holds_four_over_six(void **state) {
   assert_true(plain > 0 && plain < n);
 }
 
+/* "SQNR of the conversion against the weights the recipe's forward used: X dB" in out. */
+static double forward_db(const char *out) {
+  const char *s = strstr(out, "the recipe's forward used: ");
+  if (!s) fail_msg("no SQNR against the forward's weights in\n%s", out);
+  return strtod(s + strlen("the recipe's forward used: "), NULL);
+}
+
 /* What the GGUF export says of the run's own quantization. Plain nvfp4 and nvfp4-4over6: the file
- * holds its codes (4/6 since 2026-12-03). keep_first=1: the format is the recipe's, block 0's
- * forward used the fp32 weights, so the SQNR against the forward's weights is finite (it was +inf
- * when block 0 was compared with its own requantized copy). e2m1 (FP32 block scales): requantized,
- * with a finite SQNR. Overrides: no comparison, and a note. */
+ * holds its codes (4/6 since 2026-12-03). keep_first=1: block 1 holds the recipe's codes, block 0
+ * (whose forward used the fp32 weights) is quantized all the same, so the SQNR against the
+ * forward's weights is finite (it was +inf when block 0 was compared with its own requantized
+ * copy). e2m1 (FP32 block scales): requantized, with a finite SQNR. */
 static void test_gguf_and_run_recipe(void **state) {
   (void)state;
   static char out[1 << 14];
@@ -185,25 +204,61 @@ static void test_gguf_and_run_recipe(void **state) {
   double db = strtod(s + strlen("the recipe's forward used: "), NULL);
   assert_true(db > 5.0 && db < 200.0);
   export_run("r_keep", "--recipe nvfp4,keep_first=1", out, sizeof out);
-  assert_non_null(strstr(out, "trained with this weight format but kept blocks in fp32"));
-  s = strstr(out, "the recipe's forward used: ");
-  assert_non_null(s);
-  db = strtod(s + strlen("the recipe's forward used: "), NULL);
-  assert_true(db > 5.0 && db < 200.0);
-  /* the kept block excluded: the file holds exactly what the run trained with */
-  assert_int_equal(cli_run(out, sizeof out, "%s export --checkpoint %s/r_keep/ckpt/step_00000002 --format gguf-nvfp4 "
-                           "--tokenizer bytes --out %s/r_keep_x.gguf --exclude 'model.layers.0.*'", cli, work, work), 0);
+  if (!strstr(out, "note: the file holds the codes and scales of the run's recipe nvfp4") ||
+      !strstr(out, "keep_first=1,keep_last=0\nin 7 of its 14 4-bit projections; 7 the run trained in fp32 or bf16 were quantized"))
+    fail_msg("keep_first=1:\n%s", out);
+  assert_true(forward_db(out) > 5.0 && forward_db(out) < 200.0);
+  /* the kept block excluded: the file holds exactly what the run trained with, and its SQNR is
+   * that of the 4-bit projections (it printed 0.00 dB before 2026-12-03) */
+  export_excluding("r_keep", "model.layers.0.*", out, sizeof out);
+  assert_non_null(strstr(out, " 7 in 4 bits"));
   assert_non_null(strstr(out, " trained with this weight format: the file holds its codes and scales"));
   assert_null(strstr(out, "forward used"));
+  s = strstr(out, ", SQNR ");
+  assert_non_null(s);
+  db = strtod(s + strlen(", SQNR "), NULL);
+  assert_true(db > 5.0 && db < 200.0);
   /* everything excluded: nothing in 4 bits, nothing said of the recipe */
-  assert_int_equal(cli_run(out, sizeof out, "%s export --checkpoint %s/r_keep/ckpt/step_00000002 --format gguf-nvfp4 "
-                           "--tokenizer bytes --out %s/r_keep_y.gguf --exclude 'model.layers.*'", cli, work, work), 0);
+  export_excluding("r_keep", "model.layers.*", out, sizeof out);
   assert_non_null(strstr(out, " 0 in 4 bits"));
   assert_null(strstr(out, "recipe"));
+}
+
+/* A run with per-projection overrides or a schedule is exported projection by projection, each in
+ * the format it trained with where ggml holds it. Block 0 in bf16 by an override: block 1 holds
+ * the run's NVFP4 codes, block 0 is quantized all the same and compared with its bf16 weights; with
+ * block 0 excluded the file holds the run. Block 1's MLP in nvfp4-4over6 on an nvfp4 run: both
+ * formats, and the dequant-nvfp4 reference equals each one's scalar reference quantizer where the
+ * run used it. A schedule: the phase of the checkpoint's last step decides; a last phase in bf16
+ * leaves nothing 4-bit to compare. */
+static void test_gguf_follows_overrides(void **state) {
+  (void)state;
+  static char out[1 << 14], run[4300], deq[4300];
   export_run("r_ovr", "--recipe nvfp4 --override 'model.layers.0.*=bf16'", out, sizeof out);
-  assert_non_null(strstr(out, "does not compare itself"));
+  if (!strstr(out, "note: the file holds the codes and scales of the run's recipe nvfp4") ||
+      !strstr(out, " (with its overrides)\nin 7 of its 14 4-bit projections; 7 the run trained in fp32 or bf16 were quantized"))
+    fail_msg("block 0 in bf16:\n%s", out);
+  assert_true(forward_db(out) > 5.0 && forward_db(out) < 200.0);
+  export_excluding("r_ovr", "model.layers.0.*", out, sizeof out);
+  assert_non_null(strstr(out, " trained with this weight format: the file holds its codes and scales"));
+
+  export_deq("r_mix", "--recipe nvfp4 --override 'model.layers.1.mlp.*=nvfp4-4over6'",
+             "by projection: e2m1, nvfp4 scales, 16x16 tiles, rne; e2m1, nvfp4 scales, 16x16 tiles, rne, 4over6 by mse",
+             run, deq);
+  size_t n_mlp, n0, n_attn, n_plain;
+  assert_int_equal(differ_in(run, deq, "nvfp4-4over6", "layers.1.mlp.", &n_mlp), 0);
+  assert_int_equal(differ_in(run, deq, "nvfp4", "layers.0.", &n0), 0);
+  assert_int_equal(differ_in(run, deq, "nvfp4", "layers.1.self_attn.", &n_attn), 0);
+  assert_true(n_mlp > 0 && n0 > 0 && n_attn > 0);
+  assert_true(differ_in(run, deq, "nvfp4", "layers.1.mlp.", &n_plain) > 0);
+
+  export_run("r_sched", "--recipe e2m1 --schedule 'e2m1@0,nvfp4@1'", out, sizeof out);
+  if (!strstr(out, "the run's recipe nvfp4 (its schedule's phase at this step) trained with this weight format: the file holds"))
+    fail_msg("a schedule into nvfp4:\n%s", out);
+  export_run("r_sched_bf16", "--recipe nvfp4 --schedule 'nvfp4@0,bf16@1'", out, sizeof out);
+  assert_non_null(strstr(out, " 14 in 4 bits"));
   assert_null(strstr(out, "the file holds"));
-  assert_null(strstr(out, "cannot hold"));
+  assert_null(strstr(out, "note:"));
 }
 
 static void test_refusals(void **state) {
@@ -230,6 +285,7 @@ int main(void) {
       cmocka_unit_test(test_writes_hf),
       cmocka_unit_test(test_gguf_and_run_recipe),
       cmocka_unit_test(test_gguf_holds_four_over_six),
+      cmocka_unit_test(test_gguf_follows_overrides),
       cmocka_unit_test(test_refusals),
   };
   return cmocka_run_group_tests(tests, setup, cli_fixture_teardown);

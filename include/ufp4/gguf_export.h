@@ -13,14 +13,17 @@
  *   - F32: every tensor fp32. BF16: 2-D tensors bfloat16 (RNE), norms fp32.
  *     MXFP4 / NVFP4: the block projections (q, k, v, o, gate, up, down) not matched by an exclude
  *     glob (fnmatch on the HF name, e.g. "model.layers.0.*") in ggml's block type, everything
- *     else fp32. The codes and scales are those of ufp4_quantize with the fprop weight format of
- *     the run's recipe when ggml's type holds it (E2M1 without RHT or SR; MXFP4: an E8M0 scale of
- *     any rule in 1x32 blocks; NVFP4: NVFP4 scales in 1x16 blocks or 16x16 tiles; Four Over Six's
- *     choices included), so the file holds what the run trained with; otherwise (another recipe,
- *     no run folder, overrides or a schedule) with the format of ufp4's "mxfp4" recipe (E2M1,
- *     1x32, E8M0 floor) or "nvfp4" recipe (E2M1, 16x16 tiles of E4M3 with an FP32 tensor scale
- *     S_enc), both RNE. Every one of them fits ggml's blocks exactly (a 16x16 tile's scale is
- *     repeated in the 16 rows' sub-blocks), and NVFP4's 1/S_enc is written as the F32 tensor
+ *     else fp32. Each projection's codes and scales are those of ufp4_quantize with the fprop
+ *     weight format its run trained it with, when ggml's type holds that format (E2M1 without RHT
+ *     or SR; MXFP4: an E8M0 scale of any rule in 1x32 blocks; NVFP4: NVFP4 scales in 1x16 blocks
+ *     or 16x16 tiles; Four Over Six's choices included), so the file holds what the run trained
+ *     with. "Its run" is the run folder the checkpoint belongs to, at the checkpoint's step: the
+ *     schedule's phase that ran its last step, with the run's per-projection overrides and the
+ *     blocks its recipe kept in fp32. Otherwise (another format, a projection the run trained in
+ *     fp32 or bf16, no run folder) with the format of ufp4's "mxfp4" recipe (E2M1, 1x32, E8M0
+ *     floor) or "nvfp4" recipe (E2M1, 16x16 tiles of E4M3 with an FP32 tensor scale S_enc), both
+ *     RNE. Every one of them fits ggml's blocks exactly (a 16x16 tile's scale is repeated in the
+ *     16 rows' sub-blocks), and NVFP4's 1/S_enc is written as the F32 tensor
  *     "<name>.scale" that llama.cpp multiplies the projection's output by.
  * Only dense models (moe_experts 0) are exported; a projection whose input width is not a
  * multiple of ggml's block (32 for MXFP4, 64 for NVFP4) is refused with a message naming it. */
@@ -57,22 +60,30 @@ typedef struct {
   double sqnr_db;       /* of the 4-bit projections against the fp32 weights, all of them pooled;
                            +inf when nothing was quantized */
   /* The recipe of the run the checkpoint belongs to (DIR/../../config.json, as `ufp4 train` lays
-   * out run/ckpt/step_N), "" when there is none, and whether the 4-bit export holds what that
-   * recipe trained with: 1 when ggml's type holds its fprop weight format (see above), which the
-   * export then used, and the export quantized no projection of a block the recipe kept in fp32
-   * (none kept, or all excluded); 0 when not, so the export requantizes the fp32 master weights
-   * (or, follows_run 1, those of the kept blocks) and sqnr_db is the conversion's error; -1 for an fp32/bf16 recipe, no run config, a run with per-projection
-   * overrides or a recipe schedule (no single recipe made every weight), or a high-precision
-   * export. follows_run: 1 when the export used the run recipe's weight format. */
+   * out run/ckpt/step_N): the spec of its schedule's phase at the checkpoint's step, followed by
+   * " (with its overrides)" or " (... its schedule's phase at this step)" when the run has them;
+   * "" when there is no run. recipe_holds: whether the 4-bit export holds what that run trained
+   * with: 1 when every 4-bit projection was stored in the format its run trained it with (held ==
+   * quantized); 0 when not, the others being requantized from the fp32 master weights (and
+   * sqnr_db is the conversion's error); -1 for a high-precision export, no run config, a run whose
+   * block projections all trained in fp32 or bf16, or a schedule whose step the folder's name does
+   * not give. held: 4-bit projections stored in the format their run trained them with;
+   * kept_quantized: 4-bit projections their run trained in fp32 or bf16 (a recipe's keep_first /
+   * keep_last blocks, an override), quantized all the same (exclude them to keep them in full
+   * precision). follows_run: held > 0. */
   char run_recipe[512];
   int recipe_holds;
   int follows_run;
+  int held;
+  int kept_quantized;
   /* The 4-bit projections' format, e.g. "e2m1, nvfp4 scales, 16x16 tiles, rne, 4over6 by mse";
-   * "" when nothing was quantized. */
+   * with more than one, "by projection: " and the formats in order of first use, "; "-separated
+   * (cut at the field's size); "" when nothing was quantized. */
   char weight_format[128];
-  /* recipe_holds 0 and a recipe whose weights need no RHT or SR: SQNR of the export against the
-   * weights that recipe's forward used (its format applied to the fp32 weights; the fp32 weights
-   * themselves in the blocks it kept in fp32); NaN otherwise. */
+  /* recipe_holds 0, and no 4-bit projection's run weights behind an RHT or SR: SQNR of the export
+   * against the weights the run's forward used, pooled over the 4-bit projections (each one's
+   * fprop weight format applied to the fp32 weights, or the fp32 or bf16-rounded weights of one it
+   * trained in that precision); NaN otherwise. */
   double recipe_sqnr_db;
 } ufp4_gguf_export_result;
 

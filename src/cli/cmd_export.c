@@ -40,6 +40,20 @@ static int mixed_recipes(const ufp4_train_config *cfg) {
   return 1;
 }
 
+/* The note of a 4-bit export that holds the run's own codes in some projections only. */
+static void gguf_partly(const export_opts *o, const ufp4_gguf_export_result *r) {
+  const int other = r->quantized - r->held - r->kept_quantized;
+  printf("note: the file holds the codes and scales of the run's recipe %s\nin %d of its %d 4-bit projections",
+         r->run_recipe, r->held, r->quantized);
+  if (r->kept_quantized)
+    printf("; %d the run trained in fp32 or bf16 were quantized all the same (--exclude them to keep\n"
+           "them in full precision)", r->kept_quantized);
+  if (other)
+    printf("; %d the run trained in a format %s cannot hold were requantized from the fp32 master\n"
+           "weights", other, o->format);
+  printf("\n");
+}
+
 static int gguf_write(const export_opts *o, ufp4_gguf_export_kind kind, int dequantized) {
   ufp4_gguf_export_opts g = {.kind = kind, .tokenizer = o->tokenizer, .exclude = o->exclude,
                              .n_exclude = o->n_exclude};
@@ -59,17 +73,11 @@ static int gguf_write(const export_opts *o, ufp4_gguf_export_kind kind, int dequ
   if (r.quantized) printf(", SQNR %.2f dB against the fp32 weights", r.sqnr_db);
   printf("\n");
   if (r.quantized) printf("4-bit weights: %s\n", r.weight_format);
-  static ufp4_train_config cfg;
-  if ((kind == UFP4_GGUF_EXPORT_MXFP4 || kind == UFP4_GGUF_EXPORT_NVFP4) && run_config(o->ckpt, &cfg))
-    mixed_recipes(&cfg); /* then recipe_holds is -1 */
   if (r.quantized && r.recipe_holds == 1)
-    printf("the run's recipe %s trained with this weight format: the file holds its codes and scales\n",
-           r.run_recipe);
-  else if (r.quantized && r.recipe_holds == 0 && r.follows_run)
-    printf("note: the run's recipe %s trained with this weight format but kept blocks in fp32: the\n"
-           "file holds its codes and scales in the other blocks, and the kept blocks' fp32 weights\n"
-           "quantized the same way (--exclude them to keep them in fp32)\n",
-           r.run_recipe);
+    printf("the run's recipe %s trained with %s: the file holds its codes and scales\n", r.run_recipe,
+           strncmp(r.weight_format, "by projection", 13) ? "this weight format" : "these weight formats");
+  else if (r.quantized && r.recipe_holds == 0 && (r.held || r.kept_quantized))
+    gguf_partly(o, &r);
   else if (r.quantized && r.recipe_holds == 0)
     printf("note: %s cannot hold the weight quantization of the run's recipe %s (another grid,\n"
            "scale or block, SR, or an RHT): the fp32 master weights were requantized, with the SQNR above\n",

@@ -96,24 +96,34 @@ static int ggml_holds(ufp4_gguf_export_kind k, const ufp4_qformat *f) {
   return 0;
 }
 
-/* The export's weight format, and pooled energies: of the fp32 weights and of the export's error against them; of the run recipe's
- * own quantized weights and of the export's difference from them (when `recipe` is set). The
- * recipe's forward used rfmt's weights, except in the blocks it kept in fp32 (keep_first,
- * keep_last of n_layers), where it used the fp32 weights themselves. */
+/* The run's recipe of every projection, and pooled energies: of the fp32 weights and of the
+ * export's error against them; of the weights each projection's forward used in the run (its
+ * recipe's fprop weight format applied to the fp32 weights, or the fp32 or bf16 weights of a
+ * projection it trained in higher precision) and of the export's difference from them. */
 typedef struct {
-  ufp4_qformat wfmt; /* what every 4-bit projection is quantized with (run_recipe) */
+  ufp4_qformat wfmt; /* of a projection not trained in a format ggml holds: the run's, or ufp4's
+                        recipe named like the export */
   double sig, err, rsig, rerr;
-  int recipe;
-  ufp4_qformat rfmt;
-  int keep_first, keep_last, n_layers;
-  int kept_quantized; /* projections of blocks the recipe kept in fp32 that the export quantized */
+  int n_proj;
+  ufp4_projection_info *proj; /* the model's projections, and the recipe each trained under at the */
+  ufp4_recipe *per;           /* checkpoint's step (run_recipes); NULL when that is not known */
+  int no_reference; /* a quantized projection whose run weights lie behind an RHT or SR */
+  int n_used;       /* the distinct formats the export used (at most 4 kept) */
+  ufp4_qformat used[4];
 } energy;
 
-/* Whether projection hf ("model.layers.L....") lies in a block the run's recipe kept in fp32. */
-static int kept_fp32(const energy *e, const char *hf) {
-  int l;
-  if (sscanf(hf, "model.layers.%d.", &l) != 1) return 0;
-  return l < e->keep_first || l >= e->n_layers - e->keep_last;
+/* The run's recipe of projection hf ("model.layers.0.self_attn.q_proj.weight"), NULL if unknown. */
+static const ufp4_recipe *recipe_of(const energy *e, const char *hf) {
+  const size_t len = strlen(hf) - strlen(".weight");
+  for (int i = 0; e->per && i < e->n_proj; i++)
+    if (strlen(e->proj[i].name) == len && !strncmp(e->proj[i].name, hf, len)) return &e->per[i];
+  return NULL;
+}
+
+static void note_format(energy *e, const ufp4_qformat *f) {
+  for (int i = 0; i < e->n_used; i++)
+    if (!memcmp(&e->used[i], f, sizeof *f)) return;
+  if (e->n_used < 4) e->used[e->n_used++] = *f;
 }
 
 /* Adds the squared norms of a and of a - b. */
@@ -124,26 +134,46 @@ static void add_energy(const float *a, const float *b, size_t n, double *sig, do
   }
 }
 
-/* Quantizes one projection [rows][cols] into *q and adds to the energies. */
+/* The weights w [n] that a projection's forward used in the run under r, into ref: 1 when they lie
+ * behind an RHT or SR (no reference in the weights' basis). */
+static int run_weights(const ufp4_recipe *r, const float *w, size_t rows, size_t cols, float *ref, int *rc) {
+  const size_t n = rows * cols;
+  const ufp4_precision p = ufp4_recipe_gemm_precision(r, UFP4_FPROP);
+  if (p == UFP4_PREC_FP4) {
+    ufp4_qformat had = ufp4_recipe_operand_format(r, UFP4_OP_FPROP_W);
+    if (had.rht || had.round == UFP4_ROUND_SR || had.round == UFP4_ROUND_SR8) return 1;
+    *rc = ufp4_fake_quant(&had, w, ref, rows, cols);
+  } else {
+    for (size_t i = 0; i < n; i++) ref[i] = p == UFP4_PREC_BF16 ? ufp4_round_bf16(w[i]) : w[i];
+  }
+  return 0;
+}
+
+/* Quantizes one projection [rows][cols] into *q, with the format its run trained it with when
+ * ggml's type holds it (counted in res->held), else e->wfmt; and adds to the energies. */
 static int quantize(const ufp4_gguf_export_opts *o, const char *hf, const float *w, size_t rows,
-                    size_t cols, ufp4_qtensor *q, energy *e) {
+                    size_t cols, ufp4_qtensor *q, ufp4_gguf_export_result *res, energy *e) {
   int rc = 0;
   size_t gblock = o->kind == UFP4_GGUF_EXPORT_MXFP4 ? 32 : 64;
   if (cols % gblock)
-    rc = ufp4_fail(UFP4_EINVAL, "gguf export: %s has %zu input columns, not a multiple of %s's block of %zu (exclude it)",
-                   hf, cols, o->kind == UFP4_GGUF_EXPORT_MXFP4 ? "MXFP4" : "NVFP4", gblock);
-  if (!rc) rc = ufp4_quantize(&e->wfmt, w, rows, cols, q);
-  if (rc) return rc;
+    return ufp4_fail(UFP4_EINVAL, "gguf export: %s has %zu input columns, not a multiple of %s's block of %zu (exclude it)",
+                     hf, cols, o->kind == UFP4_GGUF_EXPORT_MXFP4 ? "MXFP4" : "NVFP4", gblock);
+  const ufp4_recipe *r = recipe_of(e, hf);
+  ufp4_qformat fmt = e->wfmt;
+  if (r && ufp4_recipe_gemm_precision(r, UFP4_FPROP) == UFP4_PREC_FP4) {
+    ufp4_qformat had = ufp4_recipe_operand_format(r, UFP4_OP_FPROP_W);
+    if (ggml_holds(o->kind, &had)) fmt = had, res->held++;
+  } else if (r) {
+    res->kept_quantized++;
+  }
+  if ((rc = ufp4_quantize(&fmt, w, rows, cols, q))) return rc;
+  note_format(e, &fmt);
   float *y = malloc(2 * rows * cols * sizeof *y);
   if (!y) return ufp4_fail(UFP4_ENOMEM, "gguf export: out of memory for %s", hf);
   ufp4_dequantize(q, y);
   add_energy(w, y, rows * cols, &e->sig, &e->err);
-  if (e->recipe && kept_fp32(e, hf)) {
-    add_energy(w, y, rows * cols, &e->rsig, &e->rerr);
-    e->kept_quantized++;
-  }
-  else if (e->recipe && !(rc = ufp4_fake_quant(&e->rfmt, w, y + rows * cols, rows, cols)))
-    add_energy(y + rows * cols, y, rows * cols, &e->rsig, &e->rerr);
+  if (r && run_weights(r, w, rows, cols, y + rows * cols, &rc)) e->no_reference = 1;
+  else if (r && !rc) add_energy(y + rows * cols, y, rows * cols, &e->rsig, &e->rerr);
   free(y);
   return rc;
 }
@@ -192,7 +222,7 @@ static int add_tensor(ufp4_gguf *g, const ufp4_gguf_export_opts *o, const ufp4_m
   if (!buf) return ufp4_fail(UFP4_ENOMEM, "gguf export: out of memory for %s", t->name);
   ufp4_qtensor q = {0};
   float inv = 1.0f;
-  if (quant && !(rc = quantize(o, t->name, w, rows, cols, &q, e))) {
+  if (quant && !(rc = quantize(o, t->name, w, rows, cols, &q, res, e))) {
     encode_blocks(&q, o->kind, gn.permute, c, buf);
     inv = 1.0f / q.tensor_scale;
     res->quantized++;
@@ -348,40 +378,62 @@ static int load(const char *dir, ufp4_model **m) {
   return rc;
 }
 
-/* Sets e->wfmt and fills res->run_recipe and res->recipe_holds (gguf_export.h) from the run folder
- * above dir; c is the checkpoint's model. The weight format is the run recipe's fprop weight
- * format when ggml's type holds it (ggml_holds), so the file holds what the run trained with, and
- * otherwise that of ufp4's recipe named like the export. */
-static int run_recipe(const char *dir, ufp4_gguf_export_kind kind, const ufp4_model_config *c,
-                      ufp4_gguf_export_result *res, energy *e) {
+/* The step of checkpoint folder dir (".../step_N", as `ufp4 train` names them), -1 if another name. */
+static int ckpt_step(const char *dir) {
+  size_t end = strlen(dir), start;
+  while (end > 1 && dir[end - 1] == '/') end--;
+  for (start = end; start > 0 && dir[start - 1] != '/'; start--) {}
+  char name[64];
+  int step, used = 0;
+  if (end - start >= sizeof name) return -1;
+  memcpy(name, dir + start, end - start);
+  name[end - start] = '\0';
+  return sscanf(name, "step_%d%n", &step, &used) == 1 && !name[used] && step >= 0 ? step : -1;
+}
+
+/* Sets e->wfmt and, from the run folder above dir (DIR/../../config.json), e->per: the recipe each
+ * projection of model c trained under when the checkpoint was written. That is the schedule's
+ * phase that ran the checkpoint's last step, with the run's overrides and the blocks its recipe
+ * kept in fp32 (ufp4_model_resolve_recipes), and res->run_recipe names it. e->per stays NULL, and
+ * res->recipe_holds -1, for a high-precision export, without a run config, for a schedule whose
+ * step the folder's name does not give, and when no block projection trained in 4 bits. */
+static int run_recipes(const char *dir, ufp4_gguf_export_kind kind, const ufp4_model_config *c,
+                       ufp4_gguf_export_result *res, energy *e) {
   res->recipe_holds = -1;
   res->recipe_sqnr_db = NAN;
   int rc = weight_format(kind, &e->wfmt);
-  if (rc) return rc;
+  if (rc || (kind != UFP4_GGUF_EXPORT_MXFP4 && kind != UFP4_GGUF_EXPORT_NVFP4)) return rc;
   char path[4200];
   snprintf(path, sizeof path, "%s/../../config.json", dir);
   ufp4_train_config cfg = ufp4_train_config_default();
-  ufp4_recipe r;
+  ufp4_recipe_schedule sched;
+  ufp4_recipe base;
   FILE *fp = fopen(path, "rb");
   if (!fp) return 0;
   fclose(fp);
-  if (ufp4_train_config_load(path, &cfg) || ufp4_recipe_parse(cfg.recipe, &r)) return 0;
-  snprintf(res->run_recipe, sizeof res->run_recipe, "%s", cfg.recipe);
-  if (cfg.overrides[0] || cfg.schedule[0]) return 0; /* no single recipe made every weight */
-  if (ufp4_recipe_gemm_precision(&r, UFP4_FPROP) != UFP4_PREC_FP4 ||
-      (kind != UFP4_GGUF_EXPORT_MXFP4 && kind != UFP4_GGUF_EXPORT_NVFP4))
+  if (ufp4_train_config_load(path, &cfg) || ufp4_train_schedule(&cfg, &sched)) return 0;
+  const int step = ckpt_step(dir), phase = sched.n == 1 ? 0 : step < 0 ? -1 : ufp4_schedule_phase(&sched, step ? step - 1 : 0);
+  if (phase < 0 || ufp4_recipe_parse(sched.spec[phase], &base)) return 0;
+  /* The format of the projections it did not train in a format ggml holds: its own, if it has one. */
+  ufp4_qformat own = ufp4_recipe_operand_format(&base, UFP4_OP_FPROP_W);
+  if (ufp4_recipe_gemm_precision(&base, UFP4_FPROP) == UFP4_PREC_FP4 && ggml_holds(kind, &own)) e->wfmt = own;
+  int n = snprintf(res->run_recipe, sizeof res->run_recipe, "%s", sched.spec[phase]);
+  if (n >= 0 && (size_t)n < sizeof res->run_recipe && (cfg.overrides[0] || sched.n > 1))
+    snprintf(res->run_recipe + n, sizeof res->run_recipe - (size_t)n, " (%s%s%s)", cfg.overrides[0] ? "with its overrides" : "",
+             cfg.overrides[0] && sched.n > 1 ? ", " : "", sched.n > 1 ? "its schedule's phase at this step" : "");
+  e->n_proj = ufp4_model_projection_count(c);
+  e->proj = malloc(sizeof *e->proj * (size_t)e->n_proj);
+  e->per = malloc(sizeof *e->per * (size_t)e->n_proj);
+  if (!e->proj || !e->per) return ufp4_fail(UFP4_ENOMEM, "gguf export: out of memory for the run's recipes");
+  ufp4_model_projections(c, e->proj);
+  int fp4 = 0;
+  if (!ufp4_model_resolve_recipes(c, &base, cfg.overrides, e->per))
+    for (int i = 0; i < e->n_proj; i++) fp4 |= e->proj[i].layer >= 0 && ufp4_recipe_gemm_precision(&e->per[i], UFP4_FPROP) == UFP4_PREC_FP4;
+  if (!fp4) {
+    free(e->per), e->per = NULL;
     return 0;
-  ufp4_qformat had = ufp4_recipe_operand_format(&r, UFP4_OP_FPROP_W);
-  const int holds = ggml_holds(kind, &had);
-  if (holds) e->wfmt = had;
-  res->follows_run = holds;
-  res->recipe_holds = holds && !r.keep_first && !r.keep_last;
-  /* Without an RHT the recipe's weights are its format applied to the fp32 ones (under an RHT they
-   * live in a rotated basis, and the SQNR against the fp32 weights is what is reported). */
-  if (!res->recipe_holds && !had.rht && had.round != UFP4_ROUND_SR && had.round != UFP4_ROUND_SR8) {
-    e->recipe = 1, e->rfmt = had;
-    e->keep_first = r.keep_first, e->keep_last = r.keep_last, e->n_layers = c->n_layers;
   }
+  res->recipe_holds = 0; /* finish() decides */
   return 0;
 }
 
@@ -398,15 +450,24 @@ static void describe(const ufp4_qformat *f, char *buf, size_t size) {
 static double sqnr_db(double sig, double err) { return err > 0 ? 10.0 * log10(sig / err) : INFINITY; }
 
 static void finish(ufp4_gguf_export_result *res, const energy *e) {
-  if (res->quantized) describe(&e->wfmt, res->weight_format, sizeof res->weight_format);
-  /* The recipe's format, and every block it kept in fp32 excluded: the file holds what it trained. */
-  if (res->follows_run && res->recipe_holds == 0 && !e->kept_quantized) {
-    res->recipe_holds = 1;
-    res->recipe_sqnr_db = NAN;
-    return;
+  size_t n = 0;
+  for (int i = 0; i < e->n_used && n < sizeof res->weight_format; i++) {
+    char one[sizeof res->weight_format];
+    describe(&e->used[i], one, sizeof one);
+    int k = snprintf(res->weight_format + n, sizeof res->weight_format - n, "%s%s", i ? "; " : e->n_used > 1 ? "by projection: " : "", one);
+    n = k < 0 ? sizeof res->weight_format : n + (size_t)k;
   }
   res->sqnr_db = sqnr_db(e->sig, e->err);
-  if (e->recipe) res->recipe_sqnr_db = sqnr_db(e->rsig, e->rerr);
+  res->follows_run = res->held > 0;
+  if (res->recipe_holds < 0) return;
+  /* Every 4-bit projection in the format its run trained it with: the file holds what it trained. */
+  res->recipe_holds = res->held == res->quantized;
+  if (!res->recipe_holds && !e->no_reference) res->recipe_sqnr_db = sqnr_db(e->rsig, e->rerr);
+}
+
+static void energy_free(energy *e) {
+  free(e->proj);
+  free(e->per);
 }
 
 int ufp4_gguf_export(const char *dir, const char *path, const ufp4_gguf_export_opts *o,
@@ -419,7 +480,7 @@ int ufp4_gguf_export(const char *dir, const char *path, const ufp4_gguf_export_o
   const ufp4_model_config *c = ufp4_model_get_config(m);
   ufp4_gguf *g;
   energy e = {0};
-  if ((rc = run_recipe(dir, o->kind, c, res, &e)) || (rc = ufp4_gguf_create(&g))) goto out;
+  if ((rc = run_recipes(dir, o->kind, c, res, &e)) || (rc = ufp4_gguf_create(&g))) goto out;
   rc = add_hparams(g, c, dir);
   if (!rc) rc = add_tokenizer(g, o->tokenizer, (uint32_t)c->vocab);
   for (int i = 0; !rc && i < ufp4_model_tensor_count(c); i++) {
@@ -431,6 +492,7 @@ int ufp4_gguf_export(const char *dir, const char *path, const ufp4_gguf_export_o
   finish(res, &e);
   ufp4_gguf_free(g);
 out:
+  energy_free(&e);
   ufp4_model_free(m);
   return rc;
 }
@@ -443,7 +505,7 @@ int ufp4_gguf_export_dequantized(const char *dir, const char *out_dir, const ufp
   if (rc) return rc;
   const ufp4_model_config *c = ufp4_model_get_config(m);
   energy e = {0};
-  rc = run_recipe(dir, o->kind, c, res, &e);
+  rc = run_recipes(dir, o->kind, c, res, &e);
   for (int i = 0; !rc && i < ufp4_model_tensor_count(c); i++) {
     ufp4_tensor_info t;
     gguf_name gn;
@@ -451,7 +513,7 @@ int ufp4_gguf_export_dequantized(const char *dir, const char *out_dir, const ufp
     if ((rc = map_name(t.name, &gn)) || !is_4bit(o, &gn, t.name)) continue;
     float *w = ufp4_model_params(m) + t.offset;
     ufp4_qtensor q = {0};
-    if (!(rc = quantize(o, t.name, w, t.shape[0], t.shape[1], &q, &e))) {
+    if (!(rc = quantize(o, t.name, w, t.shape[0], t.shape[1], &q, res, &e))) {
       ufp4_dequantize(&q, w);
       res->quantized++;
     }
@@ -459,6 +521,7 @@ int ufp4_gguf_export_dequantized(const char *dir, const char *out_dir, const ufp
   }
   if (!rc) rc = ufp4_checkpoint_save(out_dir, m, NULL, NULL, NULL);
   finish(res, &e);
+  energy_free(&e);
   ufp4_model_free(m);
   return rc;
 }
