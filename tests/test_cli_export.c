@@ -252,9 +252,20 @@ static void test_gguf_follows_overrides(void **state) {
   assert_true(n_mlp > 0 && n0 > 0 && n_attn > 0);
   assert_true(differ_in(run, deq, "nvfp4", "layers.1.mlp.", &n_plain) > 0);
 
+  /* the Hugging Face export reads the run the same way */
+  assert_int_equal(cli_run(out, sizeof out, "%s export --checkpoint %s --format hf-nvfp4 --out %s/r_mix_hf", cli, run, work), 0);
+  assert_non_null(strstr(out, "rne and others, by projection)"));
+  assert_non_null(strstr(out, " (with its overrides) trained with this weight format: the file holds its codes"));
+  assert_int_equal(cli_run(out, sizeof out, "%s export --checkpoint %s/r_ovr/ckpt/step_00000002 --format hf-nvfp4 --out %s/r_ovr_hf",
+                           cli, work, work), 0);
+  assert_non_null(strstr(out, "cannot hold the weight quantization of the run's recipe nvfp4"));
+
   export_run("r_sched", "--recipe e2m1 --schedule 'e2m1@0,nvfp4@1'", out, sizeof out);
   if (!strstr(out, "the run's recipe nvfp4 (its schedule's phase at this step) trained with this weight format: the file holds"))
     fail_msg("a schedule into nvfp4:\n%s", out);
+  assert_int_equal(cli_run(out, sizeof out, "%s export --checkpoint %s/r_sched/ckpt/step_00000002 --format hf-nvfp4 --out %s/r_sched_hf",
+                           cli, work, work), 0);
+  assert_non_null(strstr(out, "the run's recipe nvfp4 (its schedule's phase at this step) trained with this weight format"));
   export_run("r_sched_bf16", "--recipe nvfp4 --schedule 'nvfp4@0,bf16@1'", out, sizeof out);
   assert_non_null(strstr(out, " 14 in 4 bits"));
   assert_null(strstr(out, "the file holds"));

@@ -224,6 +224,59 @@ static void test_recipe_conversion(void **state) {
   assert_true(isnan(res.conversion_sqnr_db));
 }
 
+/* A run with per-projection overrides. Block 1's MLP in nvfp4-4over6 on an nvfp4 run: exact, with
+ * both formats, each projection bit for bit the reference of the format it trained with. Block 0
+ * in bf16: not exact, the conversion SQNR now counting block 0's 4-bit error against its bf16
+ * weights; with block 0 excluded as well, exact again. A pattern matching nothing is refused. */
+static void test_recipe_overrides(void **state) {
+  (void)state;
+  char out[512];
+  ufp4_hf_export_result res;
+  ufp4_hf_export_opts o = {.recipe = "nvfp4", .overrides = "model.layers.1.mlp.*=nvfp4-4over6"};
+  snprintf(out, sizeof out, "%s/mixed", work);
+  assert_int_equal(ufp4_export_hf(ckpt, UFP4_HF_NVFP4, out, &o, &res), 0);
+  assert_int_equal(res.exact, 1);
+  assert_string_equal(res.qformat, "e2m1,nvfp4,16x16,rne and others, by projection");
+  ufp4_recipe r;
+  assert_int_equal(ufp4_recipe_parse("nvfp4-4over6", &r), 0);
+  const ufp4_qformat f46 = ufp4_recipe_operand_format(&r, UFP4_OP_FPROP_W);
+  const ufp4_qformat tiles = fmt_of(UFP4_SCALE_NVFP4, 16, 16);
+  long differ;
+  ufp4_model *m = load(out), *plain = reference(&tiles, &differ), *four = reference(&f46, &differ);
+  const ufp4_model_config *c = ufp4_model_get_config(m);
+  int n46 = 0, n_plain = 0;
+  for (int i = 0; i < ufp4_model_tensor_count(c); i++) {
+    ufp4_tensor_info t;
+    ufp4_model_tensor(c, i, &t);
+    if (t.ndim != 2 || !strstr(t.name, "_proj.")) continue;
+    const int is46 = strstr(t.name, "layers.1.mlp.") != NULL;
+    const float *want = ufp4_model_params(is46 ? four : plain) + t.offset, *other = ufp4_model_params(is46 ? plain : four) + t.offset;
+    assert_memory_equal(ufp4_model_params(m) + t.offset, want, t.count * sizeof(float));
+    if (is46) n46 += memcmp(want, other, t.count * sizeof(float)) != 0;
+    else n_plain++;
+  }
+  assert_int_equal(n_plain, 7 * L - 3);
+  assert_true(n46 > 0); /* 4/6 chose 4 somewhere, so the two formats are told apart */
+  ufp4_model_free(m), ufp4_model_free(plain), ufp4_model_free(four);
+
+  o.overrides = "model.layers.0.*=bf16";
+  snprintf(out, sizeof out, "%s/bf16_block0", work);
+  assert_int_equal(ufp4_export_hf(ckpt, UFP4_HF_NVFP4, out, &o, &res), 0);
+  assert_int_equal(res.exact, 0);
+  assert_string_equal(res.qformat, "e2m1,nvfp4,16x16,rne");
+  assert_true(res.conversion_sqnr_db > 10 && res.conversion_sqnr_db < 60);
+  const char *pats[] = {"lm_head", "model.embed_tokens", "model.layers.0.*"};
+  o.exclude = pats, o.n_exclude = 3;
+  snprintf(out, sizeof out, "%s/bf16_block0_x", work);
+  assert_int_equal(ufp4_export_hf(ckpt, UFP4_HF_NVFP4, out, &o, &res), 0);
+  assert_int_equal(res.exact, 1);
+  assert_true(res.conversion_sqnr_db > 120);
+
+  o.overrides = "model.layers.9.*=bf16";
+  assert_int_equal(ufp4_export_hf(ckpt, UFP4_HF_NVFP4, out, &o, &res), UFP4_EINVAL);
+  assert_non_null(strstr(ufp4_last_error(), "model.layers.9.*=bf16"));
+}
+
 /* An exclude list decides which projections stay fp32, and is what the configs list. */
 static void test_exclude(void **state) {
   (void)state;
@@ -493,6 +546,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_nvfp4_round_trip),  cmocka_unit_test(test_mxfp4_round_trip),
       cmocka_unit_test(test_recipe_exact),      cmocka_unit_test(test_recipe_conversion),
+      cmocka_unit_test(test_recipe_overrides),
       cmocka_unit_test(test_exclude),           cmocka_unit_test(test_calibration),
       cmocka_unit_test(test_moe),
       cmocka_unit_test(test_python_reader),

@@ -140,6 +140,27 @@ static void report_shows_table(const char *plain, const char *scheduled) {
  * not; the switch is logged once, as the first step under it; and a run resumed from a checkpoint
  * before the switch (step 8), at it (step 12) or after it (16) ends with the straight run's lines
  * and weights. */
+/* ufp4_train_recipe_at: the phase that ran a checkpoint's last step, by the folder's name. */
+static void test_recipe_at(void **state) {
+  (void)state;
+  ufp4_train_config cfg = ufp4_train_config_default();
+  ufp4_recipe_schedule s;
+  cfg.steps = 10;
+  snprintf(cfg.recipe, sizeof cfg.recipe, "e2m1");
+  assert_string_equal(ufp4_train_recipe_at(&cfg, "anything", &s), "e2m1"); /* no schedule: the recipe */
+  snprintf(cfg.schedule, sizeof cfg.schedule, "e2m1@0,nvfp4@4,bf16@0.9");
+  assert_string_equal(ufp4_train_recipe_at(&cfg, "run/ckpt/step_00000004", &s), "e2m1"); /* step 3 ran */
+  assert_string_equal(ufp4_train_recipe_at(&cfg, "run/ckpt/step_00000005/", &s), "nvfp4");
+  assert_string_equal(ufp4_train_recipe_at(&cfg, "step_9", &s), "nvfp4");
+  assert_string_equal(ufp4_train_recipe_at(&cfg, "run/ckpt/step_00000010", &s), "bf16");
+  assert_string_equal(ufp4_train_recipe_at(&cfg, "run/ckpt/step_00000000", &s), "e2m1");
+  assert_null(ufp4_train_recipe_at(&cfg, "run/ckpt/latest", &s));
+  assert_null(ufp4_train_recipe_at(&cfg, "run/ckpt/step_5x", &s));
+  assert_null(ufp4_train_recipe_at(&cfg, "run/ckpt/step_-1", &s));
+  snprintf(cfg.schedule, sizeof cfg.schedule, "e2m1@0,nonsense@4");
+  assert_null(ufp4_train_recipe_at(&cfg, "run/ckpt/step_00000005", &s));
+}
+
 static void test_switch_and_exact_resume(void **state) {
   (void)state;
   const char *sched = "e2m1,sr=all@0,bf16@12";
@@ -354,6 +375,7 @@ static void test_compare_entry(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse),
+      cmocka_unit_test(test_recipe_at),
       cmocka_unit_test(test_bad_config_fails_early),
       cmocka_unit_test(test_config_round_trip),
       cmocka_unit_test(test_switch_and_exact_resume), cmocka_unit_test(test_fraction_resume),

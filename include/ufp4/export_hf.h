@@ -56,6 +56,12 @@ typedef struct {
    * format, so the codes are those the recipe's forward used; otherwise the defaults below, and
    * the result reports how far the export is from the recipe's forward weights. */
   const char *recipe;
+  /* With recipe: the run's per-projection overrides ("PATTERN=SPEC;...", as
+   * ufp4_model_resolve_recipes takes them; NULL or "" for none). Each projection is then judged,
+   * and quantized where the target holds its format, by the recipe it trained under (the recipe's
+   * keep_first / keep_last blocks in fp32, then the overrides); a pattern that matches no
+   * projection is an error. The calibration forward below uses recipe alone. */
+  const char *overrides;
   /* hf-mxfp4's E8M0 rule when the recipe does not give one: 0 = UFP4_SCALE_E8M0_FLOOR (OCP MX
    * v1.0, ufp4's mxfp4 recipe); UFP4_SCALE_E8M0_RCEIL is the round-up rule of the triton_kernels
    * quantizer that transformers' Mxfp4HfQuantizer calls. */
@@ -76,9 +82,12 @@ typedef struct {
   int n_quantized;    /* tensors written in 4 bits */
   int n_kept;         /* 2-D tensors kept in fp32 by the exclude patterns */
   int n_calibrated;   /* hf-nvfp4 input_scales set from a measured amax */
-  char qformat[96];   /* the quantizer format used, e.g. "e2m1,nvfp4,1x16" */
-  /* 1 when a recipe was given and every 4-bit tensor holds exactly what its forward used (its
-   * format, in a layer the recipe does not keep in fp32); 0 otherwise. */
+  /* The quantizer format used, e.g. "e2m1,nvfp4,1x16,rne" or "e2m1,nvfp4,16x16,rne,4over6-mse";
+   * the first one's followed by " and others, by projection" when the tensors used several. */
+  char qformat[96];
+  /* 1 when a recipe was given and every 4-bit tensor holds exactly what its forward used: the
+   * format that projection trained with (not a block the recipe kept in fp32, nor one overridden
+   * to fp32, bf16 or a format the target cannot hold); 0 otherwise. */
   int exact;
   /* 10 log10(sum W^2 / sum (W - Wx)^2) over the 4-bit tensors, Wx the exported weights decoded
    * as the engine does: against the fp32 master weights, and against the weights the recipe's

@@ -109,6 +109,12 @@ int ufp4_schedule_parse(const char *text, int steps, ufp4_recipe_schedule *out);
 int ufp4_schedule_phase(const ufp4_recipe_schedule *s, int step);
 /* The run's schedule: cfg->schedule parsed, or, without one, cfg->recipe as a single phase. */
 int ufp4_train_schedule(const ufp4_train_config *cfg, ufp4_recipe_schedule *out);
+/* The recipe spec under which the run of cfg trained the last step of its checkpoint folder
+ * ckpt_dir (named step_N, N steps done, as `ufp4 train` writes them): the phase of its schedule
+ * that ran step N - 1 (0-based; phase 0 for step 0), or cfg->recipe without a schedule. It points
+ * into *sched, which it fills (ufp4_train_schedule). NULL when the schedule does not parse, or when
+ * it has several phases and the folder's name gives no step. */
+const char *ufp4_train_recipe_at(const ufp4_train_config *cfg, const char *ckpt_dir, ufp4_recipe_schedule *sched);
 /* Sets cfg->out_dir to dir; UFP4_EINVAL, naming dir, when it does not fit (it is never cut short,
  * which would train into another folder). */
 int ufp4_train_set_out_dir(ufp4_train_config *cfg, const char *dir);

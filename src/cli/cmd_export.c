@@ -32,14 +32,6 @@ static int run_config(const char *ckpt, ufp4_train_config *cfg) {
   return have;
 }
 
-/* 1, after saying so, when no single recipe made every weight of the run. */
-static int mixed_recipes(const ufp4_train_config *cfg) {
-  if (!cfg->overrides[0] && !cfg->schedule[0]) return 0;
-  printf("note: the run has per-projection overrides or a schedule: the export does not compare itself\n"
-         "with the run's own quantization\n");
-  return 1;
-}
-
 /* The note of a 4-bit export that holds the run's own codes in some projections only. */
 static void gguf_partly(const export_opts *o, const ufp4_gguf_export_result *r) {
   const int other = r->quantized - r->held - r->kept_quantized;
@@ -103,9 +95,17 @@ static int hf_write(const export_opts *o, ufp4_hf_format fmt) {
   for (int i = 0; ufp4_hf_default_exclude[i] && n < 16; i++) ex[n++] = ufp4_hf_default_exclude[i];
   for (int i = 0; i < o->n_exclude; i++) ex[n++] = o->exclude[i];
   static ufp4_train_config cfg;
-  int have = run_config(o->ckpt, &cfg);
-  if (have && mixed_recipes(&cfg)) have = 0;
-  ufp4_hf_export_opts h = {.exclude = ex, .n_exclude = n, .recipe = have ? cfg.recipe : NULL, .calib_data = o->calib};
+  static ufp4_recipe_schedule sched;
+  static char named[1200];
+  /* The recipe of the checkpoint's step (its schedule's phase), with the run's overrides. */
+  const char *spec = run_config(o->ckpt, &cfg) ? ufp4_train_recipe_at(&cfg, o->ckpt, &sched) : NULL;
+  const int have = spec != NULL;
+  if (have)
+    snprintf(named, sizeof named, "%s%s%s%s%s", spec, cfg.overrides[0] || sched.n > 1 ? " (" : "",
+             cfg.overrides[0] ? "with its overrides" : "", cfg.overrides[0] && sched.n > 1 ? ", " : "",
+             sched.n > 1 ? "its schedule's phase at this step)" : cfg.overrides[0] ? ")" : "");
+  ufp4_hf_export_opts h = {.exclude = ex, .n_exclude = n, .recipe = spec, .overrides = have ? cfg.overrides : NULL,
+                           .calib_data = o->calib};
   ufp4_hf_export_result r;
   if (ufp4_export_hf(o->ckpt, fmt, o->out, &h, &r)) return cli_error("export", o->format);
   printf("%s -> %s  (%s, %s)  %d tensors in 4 bits, %d kept fp32, SQNR %.2f dB against the fp32 weights\n", o->ckpt,
@@ -113,11 +113,11 @@ static int hf_write(const export_opts *o, ufp4_hf_format fmt) {
   if (fmt == UFP4_HF_NVFP4)
     printf("input_scale: %d of %d projections calibrated%s\n", r.n_calibrated, r.n_quantized,
            o->calib ? "" : " (no --calib-data: 1.0, i.e. an input amax of 2688; docs/EXPORT.md)");
-  if (have && r.exact) printf("the run's recipe %s trained with this weight format: the file holds its codes\n", cfg.recipe);
+  if (have && r.exact) printf("the run's recipe %s trained with this weight format: the file holds its codes\n", named);
   else if (have)
-    printf("note: %s cannot hold the weight quantization of the run's recipe %s; SQNR of the conversion\n"
-           "against the weights the recipe's forward used: %.2f dB%s\n",
-           o->format, cfg.recipe, r.conversion_sqnr_db, isnan(r.conversion_sqnr_db) ? " (not measurable: an RHT)" : "");
+    printf("note: %s cannot hold the weight quantization of the run's recipe %s in every projection;\n"
+           "SQNR of the conversion against the weights the recipe's forward used: %.2f dB%s\n",
+           o->format, named, r.conversion_sqnr_db, isnan(r.conversion_sqnr_db) ? " (not measurable: an RHT)" : "");
   return 0;
 }
 

@@ -77,10 +77,14 @@ static void decode_mxfp4(const uint8_t *blocks, const uint8_t *scales, size_t ro
 
 typedef struct {
   ufp4_hf_format fmt;
-  ufp4_qformat qf;     /* the format every 4-bit tensor is quantized with */
-  int have_recipe, recipe_fp4, exact_possible, ref_known;
-  ufp4_recipe recipe;
-  ufp4_qformat recipe_qf;
+  ufp4_qformat qf; /* the format of a 4-bit tensor not trained in one the target holds */
+  int have_recipe, ref_known;
+  ufp4_recipe recipe; /* the run's, and what each projection trained under with its overrides */
+  int n_proj;
+  ufp4_projection_info *proj;
+  ufp4_recipe *per;
+  int n_formats; /* 0 before the first 4-bit tensor, 1 while all are in one format, then 2 */
+  ufp4_qformat first;
   const char *const *exclude;
   int n_exclude;
   float input_scale;
@@ -120,14 +124,36 @@ static int excluded(const export_job *j, const char *mod) {
   return 0;
 }
 
-/* The weights the recipe's forward multiplied by (into ref), or 0 when they cannot be known. */
-static int recipe_weights(const export_job *j, const char *name, const float *w, size_t rows, size_t cols, float *ref) {
-  int layer = -1;
-  sscanf(name, "model.layers.%d.", &layer);
-  const int kept = layer >= 0 && (layer < j->recipe.keep_first || layer >= j->n_layers - j->recipe.keep_last);
+/* "e2m1,nvfp4,16x16,rne", with ",4over6-mse" for Four Over Six. */
+static void describe(const ufp4_qformat *f, char *buf, size_t size) {
+  int n = snprintf(buf, size, "e2m1,%s,%s,%s", ufp4_scale_name(f->scale), f->tile2d ? "16x16" : f->block == 16 ? "1x16" : "1x32",
+                   f->round == UFP4_ROUND_RNE ? "rne" : "nearest-other");
+  if (f->adaptive && n >= 0 && (size_t)n < size)
+    snprintf(buf + n, size - (size_t)n, ",%s-%s", ufp4_adaptive_name(f->adaptive), ufp4_metric_name(f->metric));
+}
+
+/* The recipe module mod trained under (the run's, with its overrides and kept blocks), or NULL for
+ * a tensor that is no projection (a router) or without a recipe. */
+static const ufp4_recipe *recipe_of(const export_job *j, const char *mod) {
+  for (int i = 0; j->per && i < j->n_proj; i++)
+    if (!strcmp(j->proj[i].name, mod)) return &j->per[i];
+  return NULL;
+}
+
+/* Whether target fmt holds the forward weight format f of a recipe whose sr_mask is sr_mask. */
+static int target_holds(ufp4_hf_format fmt, const ufp4_qformat *f, unsigned sr_mask) {
+  const int sr = (sr_mask >> UFP4_OP_FPROP_W) & 1;
+  return f->grid == UFP4_GRID_E2M1 && f->rht == 0 && !sr &&
+         (fmt == UFP4_HF_NVFP4 ? f->scale == UFP4_SCALE_NVFP4 && (f->tile2d == 16 || f->block == 16)
+                               : ufp4_scale_is_e8m0(f->scale) && !f->tile2d && f->block == 32);
+}
+
+/* The weights the forward of r multiplied by (into ref), or 0 when they cannot be known (an RHT or
+ * SR on them). r NULL: a tensor the model uses as it is (a router). */
+static int recipe_weights(const ufp4_recipe *r, const float *w, size_t rows, size_t cols, float *ref) {
   const size_t n = rows * cols;
-  const int fwd = ufp4_recipe_gemm_precision(&j->recipe, UFP4_FPROP); /* per-GEMM keys included */
-  if (fwd == UFP4_PREC_FP32 || (j->recipe_fp4 && kept)) {
+  const ufp4_precision fwd = r ? ufp4_recipe_gemm_precision(r, UFP4_FPROP) : UFP4_PREC_FP32; /* per-GEMM keys included */
+  if (fwd == UFP4_PREC_FP32) {
     memcpy(ref, w, n * sizeof *ref);
     return 1;
   }
@@ -135,12 +161,15 @@ static int recipe_weights(const export_job *j, const char *name, const float *w,
     for (size_t i = 0; i < n; i++) ref[i] = ufp4_round_bf16(w[i]);
     return 1;
   }
-  if (!j->ref_known) return 0;
-  return ufp4_fake_quant(&j->recipe_qf, w, ref, rows, cols) == 0;
+  const ufp4_qformat f = ufp4_recipe_operand_format(r, UFP4_OP_FPROP_W);
+  if (f.rht || ((r->sr_mask >> UFP4_OP_FPROP_W) & 1)) return 0;
+  return ufp4_fake_quant(&f, w, ref, rows, cols) == 0;
 }
 
-/* Sums for the two SQNRs of one tensor: w the master weights, x the exported ones decoded. */
-static int measure(export_job *j, const char *name, const float *w, const float *x, size_t rows, size_t cols) {
+/* Sums for the two SQNRs of one tensor: w the master weights, x the exported ones decoded, r the
+ * recipe it trained under. */
+static int measure(export_job *j, const char *name, const ufp4_recipe *r, const float *w, const float *x, size_t rows,
+                   size_t cols) {
   const size_t n = rows * cols;
   for (size_t i = 0; i < n; i++) {
     j->sig += (double)w[i] * w[i];
@@ -149,7 +178,7 @@ static int measure(export_job *j, const char *name, const float *w, const float 
   if (!j->have_recipe) return 0;
   float *ref = malloc(n * sizeof *ref);
   if (!ref) return ufp4_fail(UFP4_ENOMEM, "%s: out of memory", name);
-  if (!recipe_weights(j, name, w, rows, cols, ref)) {
+  if (!recipe_weights(r, w, rows, cols, ref)) {
     j->ref_known = 0;
   } else {
     for (size_t i = 0; i < n; i++) {
@@ -157,10 +186,6 @@ static int measure(export_job *j, const char *name, const float *w, const float 
       j->ref_err += ((double)ref[i] - x[i]) * ((double)ref[i] - x[i]);
     }
   }
-  int layer = -1;
-  sscanf(name, "model.layers.%d.", &layer);
-  if (j->recipe_fp4 && layer >= 0 && (layer < j->recipe.keep_first || layer >= j->n_layers - j->recipe.keep_last))
-    j->res.exact = 0;
   free(ref);
   return 0;
 }
@@ -269,13 +294,24 @@ static int replace(void *ud, const ufp4_tensor_info *t, const float *w, ufp4_st_
   if (cols % blk)
     return ufp4_fail(UFP4_EINVAL, "%s: %zu columns are not a multiple of the %s block of %zu; exclude it (--exclude '%s')",
                      t->name, cols, ufp4_hf_format_name(j->fmt), blk, mod);
+  /* The format the run trained this projection with, when the target holds it. */
+  const ufp4_recipe *r = recipe_of(j, mod);
+  ufp4_qformat f = j->qf;
+  const ufp4_qformat own = r ? ufp4_recipe_operand_format(r, UFP4_OP_FPROP_W) : f;
+  if (r && ufp4_recipe_gemm_precision(r, UFP4_FPROP) == UFP4_PREC_FP4 && target_holds(j->fmt, &own, r->sr_mask)) f = own;
+  else j->res.exact = 0;
+  char name[96];
+  describe(&f, name, sizeof name);
+  if (!j->n_formats) j->n_formats = 1, j->first = f;
+  else if (strcmp(name, j->res.qformat)) j->n_formats = 2;
+  if (j->n_formats == 1) snprintf(j->res.qformat, sizeof j->res.qformat, "%s", name);
   ufp4_qtensor q;
-  int rc = ufp4_quantize(&j->qf, w, rows, cols, &q);
+  int rc = ufp4_quantize(&f, w, rows, cols, &q);
   if (rc) return rc;
   float *x = malloc(rows * cols * sizeof *x);
   if (!x) rc = ufp4_fail(UFP4_ENOMEM, "%s: out of memory", t->name);
   if (!rc) rc = j->fmt == UFP4_HF_NVFP4 ? emit_nvfp4(j, mod, &q, out, x) : emit_mxfp4(j, t->name, &q, out, x);
-  if (!rc) rc = measure(j, t->name, w, x, rows, cols);
+  if (!rc) rc = measure(j, t->name, r, w, x, rows, cols);
   if (!rc) {
     *n = j->fmt == UFP4_HF_NVFP4 ? 4 : 2;
     j->res.n_quantized++;
@@ -285,8 +321,11 @@ static int replace(void *ud, const ufp4_tensor_info *t, const float *w, ufp4_st_
   return rc;
 }
 
-/* The quantizer format: the recipe's forward weight format when the target holds it. */
-static int choose_format(export_job *j, const ufp4_hf_export_opts *o) {
+/* The default quantizer format: the recipe's forward weight format when the target holds it, else
+ * the target's own. With a recipe, the one each projection of model c trained under (its
+ * overrides and kept blocks resolved as the trainer does), which replace() uses where the target
+ * holds it. */
+static int choose_format(export_job *j, const ufp4_hf_export_opts *o, const ufp4_model_config *c) {
   ufp4_qformat f = ufp4_qformat_default();
   f.grid = UFP4_GRID_E2M1;
   f.round = UFP4_ROUND_RNE;
@@ -303,26 +342,17 @@ static int choose_format(export_job *j, const ufp4_hf_export_opts *o) {
   int rc = ufp4_recipe_parse(o->recipe, &j->recipe);
   if (rc) return rc;
   j->have_recipe = 1;
-  j->recipe_fp4 = ufp4_recipe_gemm_precision(&j->recipe, UFP4_FPROP) == UFP4_PREC_FP4; /* the forward's weights */
-  j->ref_known = 1; /* fp32 and bf16 forwards use the master weights, or them rounded to bf16 */
-  if (!j->recipe_fp4) return 0;
-  ufp4_qformat r = ufp4_recipe_operand_format(&j->recipe, UFP4_OP_FPROP_W);
-  const int sr = (j->recipe.sr_mask >> UFP4_OP_FPROP_W) & 1;
-  j->recipe_qf = r;
-  j->ref_known = r.rht == 0 && !sr;
-  const int holds = r.grid == UFP4_GRID_E2M1 && r.rht == 0 && !sr &&
-                    (j->fmt == UFP4_HF_NVFP4 ? r.scale == UFP4_SCALE_NVFP4 && (r.tile2d == 16 || r.block == 16)
-                                             : ufp4_scale_is_e8m0(r.scale) && !r.tile2d && r.block == 32);
-  if (holds) {
+  j->ref_known = 1; /* until a tensor's forward weights lie behind an RHT or SR */
+  j->n_proj = ufp4_model_projection_count(c);
+  j->proj = malloc(sizeof *j->proj * (size_t)j->n_proj);
+  j->per = malloc(sizeof *j->per * (size_t)j->n_proj);
+  if (!j->proj || !j->per) return ufp4_fail(UFP4_ENOMEM, "export: out of memory for the recipes");
+  ufp4_model_projections(c, j->proj);
+  if ((rc = ufp4_model_resolve_recipes(c, &j->recipe, o->overrides, j->per))) return rc;
+  const ufp4_qformat r = ufp4_recipe_operand_format(&j->recipe, UFP4_OP_FPROP_W);
+  if (ufp4_recipe_gemm_precision(&j->recipe, UFP4_FPROP) == UFP4_PREC_FP4 && target_holds(j->fmt, &r, j->recipe.sr_mask))
     j->qf = r;
-    j->exact_possible = 1;
-  }
   return 0;
-}
-
-static void describe(const ufp4_qformat *f, char *buf, size_t size) {
-  snprintf(buf, size, "e2m1,%s,%s,%s", ufp4_scale_name(f->scale), f->tile2d ? "16x16" : f->block == 16 ? "1x16" : "1x32",
-           f->round == UFP4_ROUND_RNE ? "rne" : "nearest-other");
 }
 
 static cJSON *string_array(const char *const *s, int n) {
@@ -416,16 +446,22 @@ static int export_model(ufp4_model *m, ufp4_hf_format fmt, const char *out_dir, 
   if (!(o && o->exclude))
     while (ufp4_hf_default_exclude[j->n_exclude]) j->n_exclude++;
   j->input_scale = o && o->input_scale > 0 ? o->input_scale : 1.0f;
-  int rc = choose_format(j, o);
-  j->res.exact = j->exact_possible;
-  describe(&j->qf, j->res.qformat, sizeof j->res.qformat);
+  int rc = choose_format(j, o, ufp4_model_get_config(m));
+  j->res.exact = j->have_recipe; /* replace() clears it */
   fill_ctx f = {j, m};
   if (!rc) rc = ckpt_publish(out_dir, fill_export, &f);
+  if (!j->n_formats) describe(&j->qf, j->res.qformat, sizeof j->res.qformat);
+  if (j->n_formats > 1) {
+    size_t len = strlen(j->res.qformat);
+    snprintf(j->res.qformat + len, sizeof j->res.qformat - len, " and others, by projection");
+  }
   j->res.sqnr_db = sqnr(j->sig, j->err);
   j->res.conversion_sqnr_db = j->have_recipe && j->ref_known ? sqnr(j->ref_sig, j->ref_err) : NAN;
   if (res) *res = j->res;
   for (size_t i = 0; i < j->n_bufs; i++) free(j->bufs[i]);
   free(j->bufs);
+  free(j->proj);
+  free(j->per);
   free(j);
   return rc;
 }

@@ -120,9 +120,16 @@ static const ufp4_recipe *recipe_of(const energy *e, const char *hf) {
   return NULL;
 }
 
+static void describe(const ufp4_qformat *f, char *buf, size_t size);
+
+/* Keeps f among the formats used unless one that reads the same is there. */
 static void note_format(energy *e, const ufp4_qformat *f) {
-  for (int i = 0; i < e->n_used; i++)
-    if (!memcmp(&e->used[i], f, sizeof *f)) return;
+  char a[128], b[128];
+  describe(f, a, sizeof a);
+  for (int i = 0; i < e->n_used; i++) {
+    describe(&e->used[i], b, sizeof b);
+    if (!strcmp(a, b)) return;
+  }
   if (e->n_used < 4) e->used[e->n_used++] = *f;
 }
 
@@ -378,19 +385,6 @@ static int load(const char *dir, ufp4_model **m) {
   return rc;
 }
 
-/* The step of checkpoint folder dir (".../step_N", as `ufp4 train` names them), -1 if another name. */
-static int ckpt_step(const char *dir) {
-  size_t end = strlen(dir), start;
-  while (end > 1 && dir[end - 1] == '/') end--;
-  for (start = end; start > 0 && dir[start - 1] != '/'; start--) {}
-  char name[64];
-  int step, used = 0;
-  if (end - start >= sizeof name) return -1;
-  memcpy(name, dir + start, end - start);
-  name[end - start] = '\0';
-  return sscanf(name, "step_%d%n", &step, &used) == 1 && !name[used] && step >= 0 ? step : -1;
-}
-
 /* Sets e->wfmt and, from the run folder above dir (DIR/../../config.json), e->per: the recipe each
  * projection of model c trained under when the checkpoint was written. That is the schedule's
  * phase that ran the checkpoint's last step, with the run's overrides and the blocks its recipe
@@ -411,13 +405,12 @@ static int run_recipes(const char *dir, ufp4_gguf_export_kind kind, const ufp4_m
   FILE *fp = fopen(path, "rb");
   if (!fp) return 0;
   fclose(fp);
-  if (ufp4_train_config_load(path, &cfg) || ufp4_train_schedule(&cfg, &sched)) return 0;
-  const int step = ckpt_step(dir), phase = sched.n == 1 ? 0 : step < 0 ? -1 : ufp4_schedule_phase(&sched, step ? step - 1 : 0);
-  if (phase < 0 || ufp4_recipe_parse(sched.spec[phase], &base)) return 0;
+  const char *spec = ufp4_train_config_load(path, &cfg) ? NULL : ufp4_train_recipe_at(&cfg, dir, &sched);
+  if (!spec || ufp4_recipe_parse(spec, &base)) return 0;
   /* The format of the projections it did not train in a format ggml holds: its own, if it has one. */
   ufp4_qformat own = ufp4_recipe_operand_format(&base, UFP4_OP_FPROP_W);
   if (ufp4_recipe_gemm_precision(&base, UFP4_FPROP) == UFP4_PREC_FP4 && ggml_holds(kind, &own)) e->wfmt = own;
-  int n = snprintf(res->run_recipe, sizeof res->run_recipe, "%s", sched.spec[phase]);
+  int n = snprintf(res->run_recipe, sizeof res->run_recipe, "%s", spec);
   if (n >= 0 && (size_t)n < sizeof res->run_recipe && (cfg.overrides[0] || sched.n > 1))
     snprintf(res->run_recipe + n, sizeof res->run_recipe - (size_t)n, " (%s%s%s)", cfg.overrides[0] ? "with its overrides" : "",
              cfg.overrides[0] && sched.n > 1 ? ", " : "", sched.n > 1 ? "its schedule's phase at this step" : "");

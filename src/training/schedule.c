@@ -90,6 +90,26 @@ int ufp4_train_schedule(const ufp4_train_config *cfg, ufp4_recipe_schedule *out)
   return 0;
 }
 
+/* The step of checkpoint folder dir (".../step_N", as `ufp4 train` names them), -1 for another name. */
+static int ckpt_step(const char *dir) {
+  size_t end = strlen(dir), start;
+  while (end > 1 && dir[end - 1] == '/') end--;
+  for (start = end; start > 0 && dir[start - 1] != '/'; start--) {}
+  char name[64];
+  int step, used = 0;
+  if (end - start >= sizeof name) return -1;
+  memcpy(name, dir + start, end - start);
+  name[end - start] = '\0';
+  return sscanf(name, "step_%d%n", &step, &used) == 1 && !name[used] && step >= 0 ? step : -1;
+}
+
+const char *ufp4_train_recipe_at(const ufp4_train_config *cfg, const char *ckpt_dir, ufp4_recipe_schedule *sched) {
+  if (ufp4_train_schedule(cfg, sched)) return NULL;
+  if (sched->n == 1) return sched->spec[0];
+  const int step = ckpt_step(ckpt_dir);
+  return step < 0 ? NULL : sched->spec[ufp4_schedule_phase(sched, step ? step - 1 : 0)];
+}
+
 /* ---- the loop's side (training/recipe_phase.h) */
 
 /* The weight shape [out, in] of every projection (its tensor "NAME.weight"; a tied lm_head, which
