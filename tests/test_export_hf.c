@@ -236,6 +236,7 @@ static void test_recipe_overrides(void **state) {
   snprintf(out, sizeof out, "%s/mixed", work);
   assert_int_equal(ufp4_export_hf(ckpt, UFP4_HF_NVFP4, out, &o, &res), 0);
   assert_int_equal(res.exact, 1);
+  assert_true(res.run_fp4 && res.held == 7 * L && res.kept_quantized == 0);
   assert_string_equal(res.qformat, "e2m1,nvfp4,16x16,rne and others, by projection");
   ufp4_recipe r;
   assert_int_equal(ufp4_recipe_parse("nvfp4-4over6", &r), 0);
@@ -263,8 +264,16 @@ static void test_recipe_overrides(void **state) {
   snprintf(out, sizeof out, "%s/bf16_block0", work);
   assert_int_equal(ufp4_export_hf(ckpt, UFP4_HF_NVFP4, out, &o, &res), 0);
   assert_int_equal(res.exact, 0);
+  assert_true(res.run_fp4 && res.held == 7 && res.kept_quantized == 7);
   assert_string_equal(res.qformat, "e2m1,nvfp4,16x16,rne");
   assert_true(res.conversion_sqnr_db > 10 && res.conversion_sqnr_db < 60);
+  /* block 0's reference is its bf16-rounded weights: the same export judged against fp32 ones differs */
+  const double bf16_db = res.conversion_sqnr_db;
+  o.overrides = "model.layers.0.*=fp32";
+  snprintf(out, sizeof out, "%s/fp32_block0", work);
+  assert_int_equal(ufp4_export_hf(ckpt, UFP4_HF_NVFP4, out, &o, &res), 0);
+  assert_true(res.conversion_sqnr_db != bf16_db && fabs(res.conversion_sqnr_db - bf16_db) < 1.0);
+  o.overrides = "model.layers.0.*=bf16";
   const char *pats[] = {"lm_head", "model.embed_tokens", "model.layers.0.*"};
   o.exclude = pats, o.n_exclude = 3;
   snprintf(out, sizeof out, "%s/bf16_block0_x", work);

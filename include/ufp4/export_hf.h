@@ -87,8 +87,12 @@ typedef struct {
   char qformat[96];
   /* 1 when a recipe was given and every 4-bit tensor holds exactly what its forward used: the
    * format that projection trained with (not a block the recipe kept in fp32, nor one overridden
-   * to fp32, bf16 or a format the target cannot hold); 0 otherwise. */
+   * to fp32, bf16 or a format the target cannot hold); 0 otherwise. held: 4-bit tensors in the
+   * format they trained with; kept_quantized: 4-bit tensors the recipe trained in fp32 or bf16
+   * (kept blocks, overrides); run_fp4: 1 when the recipe trained some block projection in 4 bits
+   * (else there is nothing of the run's to hold). */
   int exact;
+  int held, kept_quantized, run_fp4;
   /* 10 log10(sum W^2 / sum (W - Wx)^2) over the 4-bit tensors, Wx the exported weights decoded
    * as the engine does: against the fp32 master weights, and against the weights the recipe's
    * forward used (NAN without a recipe, or when that recipe rotates the weights with an RHT whose

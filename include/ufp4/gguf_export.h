@@ -19,10 +19,11 @@
  *     or 16x16 tiles; Four Over Six's choices included), so the file holds what the run trained
  *     with. "Its run" is the run folder the checkpoint belongs to, at the checkpoint's step: the
  *     schedule's phase that ran its last step, with the run's per-projection overrides and the
- *     blocks its recipe kept in fp32. Otherwise (another format, a projection the run trained in
- *     fp32 or bf16, no run folder) with the format of ufp4's "mxfp4" recipe (E2M1, 1x32, E8M0
- *     floor) or "nvfp4" recipe (E2M1, 16x16 tiles of E4M3 with an FP32 tensor scale S_enc), both
- *     RNE. Every one of them fits ggml's blocks exactly (a 16x16 tile's scale is repeated in the
+ *     blocks its recipe kept in fp32 (a run config whose overrides do not fit the checkpoint's
+ *     model is an error). Otherwise (another format, a projection the run trained in fp32 or
+ *     bf16) with the run recipe's own format at that step when ggml holds it, and else (or with
+ *     no run folder) with the format of ufp4's "mxfp4" recipe (E2M1, 1x32, E8M0 floor) or "nvfp4"
+ *     recipe (E2M1, 16x16 tiles of E4M3 with an FP32 tensor scale S_enc), both RNE. Every one of them fits ggml's blocks exactly (a 16x16 tile's scale is repeated in the
  *     16 rows' sub-blocks), and NVFP4's 1/S_enc is written as the F32 tensor
  *     "<name>.scale" that llama.cpp multiplies the projection's output by.
  * Only dense models (moe_experts 0) are exported; a projection whose input width is not a

@@ -32,18 +32,53 @@ static int run_config(const char *ckpt, ufp4_train_config *cfg) {
   return have;
 }
 
-/* The note of a 4-bit export that holds the run's own codes in some projections only. */
-static void gguf_partly(const export_opts *o, const ufp4_gguf_export_result *r) {
-  const int other = r->quantized - r->held - r->kept_quantized;
-  printf("note: the file holds the codes and scales of the run's recipe %s\nin %d of its %d 4-bit projections",
-         r->run_recipe, r->held, r->quantized);
-  if (r->kept_quantized)
+/* What a 4-bit export holds of its run (GGUF and HF alike). */
+typedef struct {
+  const char *recipe; /* the run's recipe at the checkpoint's step, with its overrides named */
+  int quantized, held, kept; /* 4-bit projections; in the format they trained with; trained in fp32/bf16 */
+  int holds;          /* 1 all held, 0 not, -1 nothing to compare (no run, or no 4-bit projection in it) */
+  int several;        /* the projections used more than one format */
+  double forward_db;  /* SQNR against the weights the run's forward used; NaN: not measurable */
+} run_view;
+
+static void say_run(const export_opts *o, const run_view *v) {
+  if (!v->quantized || v->holds < 0) return;
+  if (v->holds) {
+    printf("the run's recipe %s trained with %s: the file holds its codes and scales\n", v->recipe,
+           v->several ? "these weight formats" : "this weight format");
+    return;
+  }
+  const int other = v->quantized - v->held - v->kept;
+  if (!v->held && !v->kept)
+    printf("note: %s cannot hold the weight quantization of the run's recipe %s (another grid,\n"
+           "scale or block, SR, or an RHT): the fp32 master weights were requantized, with the SQNR above", o->format,
+           v->recipe);
+  else if (v->held)
+    printf("note: the file holds the codes and scales of the run's recipe %s\nin %d of its %d 4-bit projections",
+           v->recipe, v->held, v->quantized);
+  else
+    printf("note: no 4-bit projection holds the codes and scales of the run's recipe %s", v->recipe);
+  if (v->kept)
     printf("; %d the run trained in fp32 or bf16 were quantized all the same (--exclude them to keep\n"
-           "them in full precision)", r->kept_quantized);
-  if (other)
+           "them in full precision)", v->kept);
+  if (other && (v->held || v->kept))
     printf("; %d the run trained in a format %s cannot hold were requantized from the fp32 master\n"
            "weights", other, o->format);
-  printf("\n");
+  if (isnan(v->forward_db))
+    printf("\n(the SQNR against the weights the run's forward used is not measurable: some projection's\n"
+           "weights went through an RHT or stochastic rounding)\n");
+  else
+    printf("\nSQNR of the conversion against the weights the recipe's forward used: %.2f dB\n", v->forward_db);
+}
+
+/* A run whose schedule has several phases, and a folder whose name does not say the step
+ * (step_N): the export cannot know which phase made the weights, and says so. */
+static void say_unknown_phase(const char *ckpt) {
+  static ufp4_train_config cfg;
+  static ufp4_recipe_schedule sched;
+  if (run_config(ckpt, &cfg) && cfg.schedule[0] && !ufp4_train_recipe_at(&cfg, ckpt, &sched))
+    printf("note: the run has a recipe schedule and this folder's name does not give the checkpoint's step\n"
+           "(step_N), so its quantization was not compared with the run's\n");
 }
 
 static int gguf_write(const export_opts *o, ufp4_gguf_export_kind kind, int dequantized) {
@@ -65,17 +100,10 @@ static int gguf_write(const export_opts *o, ufp4_gguf_export_kind kind, int dequ
   if (r.quantized) printf(", SQNR %.2f dB against the fp32 weights", r.sqnr_db);
   printf("\n");
   if (r.quantized) printf("4-bit weights: %s\n", r.weight_format);
-  if (r.quantized && r.recipe_holds == 1)
-    printf("the run's recipe %s trained with %s: the file holds its codes and scales\n", r.run_recipe,
-           strncmp(r.weight_format, "by projection", 13) ? "this weight format" : "these weight formats");
-  else if (r.quantized && r.recipe_holds == 0 && (r.held || r.kept_quantized))
-    gguf_partly(o, &r);
-  else if (r.quantized && r.recipe_holds == 0)
-    printf("note: %s cannot hold the weight quantization of the run's recipe %s (another grid,\n"
-           "scale or block, SR, or an RHT): the fp32 master weights were requantized, with the SQNR above\n",
-           o->format, r.run_recipe);
-  if (r.quantized && r.recipe_holds == 0 && !isnan(r.recipe_sqnr_db))
-    printf("SQNR of the conversion against the weights the recipe's forward used: %.2f dB\n", r.recipe_sqnr_db);
+  const run_view v = {r.run_recipe, r.quantized, r.held, r.kept_quantized, r.recipe_holds,
+                      !strncmp(r.weight_format, "by projection", 13), r.recipe_sqnr_db};
+  say_run(o, &v);
+  if (r.quantized && (kind == UFP4_GGUF_EXPORT_MXFP4 || kind == UFP4_GGUF_EXPORT_NVFP4)) say_unknown_phase(o->ckpt);
   return 0;
 }
 
@@ -113,11 +141,10 @@ static int hf_write(const export_opts *o, ufp4_hf_format fmt) {
   if (fmt == UFP4_HF_NVFP4)
     printf("input_scale: %d of %d projections calibrated%s\n", r.n_calibrated, r.n_quantized,
            o->calib ? "" : " (no --calib-data: 1.0, i.e. an input amax of 2688; docs/EXPORT.md)");
-  if (have && r.exact) printf("the run's recipe %s trained with this weight format: the file holds its codes\n", named);
-  else if (have)
-    printf("note: %s cannot hold the weight quantization of the run's recipe %s in every projection;\n"
-           "SQNR of the conversion against the weights the recipe's forward used: %.2f dB%s\n",
-           o->format, named, r.conversion_sqnr_db, isnan(r.conversion_sqnr_db) ? " (not measurable: an RHT)" : "");
+  const run_view v = {named, r.n_quantized, r.held, r.kept_quantized, have && r.run_fp4 ? r.exact : -1,
+                      strstr(r.qformat, "by projection") != NULL, r.conversion_sqnr_db};
+  say_run(o, &v);
+  if (r.n_quantized) say_unknown_phase(o->ckpt);
   return 0;
 }
 

@@ -84,7 +84,6 @@ typedef struct {
   ufp4_projection_info *proj;
   ufp4_recipe *per;
   int n_formats; /* 0 before the first 4-bit tensor, 1 while all are in one format, then 2 */
-  ufp4_qformat first;
   const char *const *exclude;
   int n_exclude;
   float input_scale;
@@ -127,7 +126,7 @@ static int excluded(const export_job *j, const char *mod) {
 /* "e2m1,nvfp4,16x16,rne", with ",4over6-mse" for Four Over Six. */
 static void describe(const ufp4_qformat *f, char *buf, size_t size) {
   int n = snprintf(buf, size, "e2m1,%s,%s,%s", ufp4_scale_name(f->scale), f->tile2d ? "16x16" : f->block == 16 ? "1x16" : "1x32",
-                   f->round == UFP4_ROUND_RNE ? "rne" : "nearest-other");
+                   ufp4_round_name(f->round));
   if (f->adaptive && n >= 0 && (size_t)n < size)
     snprintf(buf + n, size - (size_t)n, ",%s-%s", ufp4_adaptive_name(f->adaptive), ufp4_metric_name(f->metric));
 }
@@ -298,11 +297,13 @@ static int replace(void *ud, const ufp4_tensor_info *t, const float *w, ufp4_st_
   const ufp4_recipe *r = recipe_of(j, mod);
   ufp4_qformat f = j->qf;
   const ufp4_qformat own = r ? ufp4_recipe_operand_format(r, UFP4_OP_FPROP_W) : f;
-  if (r && ufp4_recipe_gemm_precision(r, UFP4_FPROP) == UFP4_PREC_FP4 && target_holds(j->fmt, &own, r->sr_mask)) f = own;
+  const int fp4 = r && ufp4_recipe_gemm_precision(r, UFP4_FPROP) == UFP4_PREC_FP4;
+  if (fp4 && target_holds(j->fmt, &own, r->sr_mask)) f = own, j->res.held++;
   else j->res.exact = 0;
+  if (r && !fp4) j->res.kept_quantized++;
   char name[96];
   describe(&f, name, sizeof name);
-  if (!j->n_formats) j->n_formats = 1, j->first = f;
+  if (!j->n_formats) j->n_formats = 1;
   else if (strcmp(name, j->res.qformat)) j->n_formats = 2;
   if (j->n_formats == 1) snprintf(j->res.qformat, sizeof j->res.qformat, "%s", name);
   ufp4_qtensor q;
@@ -349,6 +350,8 @@ static int choose_format(export_job *j, const ufp4_hf_export_opts *o, const ufp4
   if (!j->proj || !j->per) return ufp4_fail(UFP4_ENOMEM, "export: out of memory for the recipes");
   ufp4_model_projections(c, j->proj);
   if ((rc = ufp4_model_resolve_recipes(c, &j->recipe, o->overrides, j->per))) return rc;
+  for (int i = 0; i < j->n_proj; i++)
+    j->res.run_fp4 |= j->proj[i].layer >= 0 && ufp4_recipe_gemm_precision(&j->per[i], UFP4_FPROP) == UFP4_PREC_FP4;
   const ufp4_qformat r = ufp4_recipe_operand_format(&j->recipe, UFP4_OP_FPROP_W);
   if (ufp4_recipe_gemm_precision(&j->recipe, UFP4_FPROP) == UFP4_PREC_FP4 && target_holds(j->fmt, &r, j->recipe.sr_mask))
     j->qf = r;

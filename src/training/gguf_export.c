@@ -419,9 +419,10 @@ static int run_recipes(const char *dir, ufp4_gguf_export_kind kind, const ufp4_m
   e->per = malloc(sizeof *e->per * (size_t)e->n_proj);
   if (!e->proj || !e->per) return ufp4_fail(UFP4_ENOMEM, "gguf export: out of memory for the run's recipes");
   ufp4_model_projections(c, e->proj);
+  /* The run's overrides must fit this checkpoint's model, as the HF export requires too. */
+  if ((rc = ufp4_model_resolve_recipes(c, &base, cfg.overrides, e->per))) return rc;
   int fp4 = 0;
-  if (!ufp4_model_resolve_recipes(c, &base, cfg.overrides, e->per))
-    for (int i = 0; i < e->n_proj; i++) fp4 |= e->proj[i].layer >= 0 && ufp4_recipe_gemm_precision(&e->per[i], UFP4_FPROP) == UFP4_PREC_FP4;
+  for (int i = 0; i < e->n_proj; i++) fp4 |= e->proj[i].layer >= 0 && ufp4_recipe_gemm_precision(&e->per[i], UFP4_FPROP) == UFP4_PREC_FP4;
   if (!fp4) {
     free(e->per), e->per = NULL;
     return 0;
