@@ -216,7 +216,39 @@ static void test_resume_continues_run(void **state) {
   const char *small = "--layers 1 --d-model 32 --heads 2 --ffn 64 --seq-len 32 --batch 4 --eval-every 0 --eval-batches 2 --no-progress --recipe ufp4";
   assert_int_equal(run(out, sizeof out, "%s train --data %s/data --out %s/full --steps 20 --ckpt-every 10 %s", cli, work, work, small), 0);
   assert_int_equal(run(out, sizeof out, "%s train --data %s/data --out %s/part --steps 10 --total-steps 20 %s", cli, work, work, small), 0);
-  assert_int_equal(run(out, sizeof out, "%s train --out %s/part --resume --steps 20", cli, work), 0);
+  /* A resume that would change what the run computes is refused, naming the run's config.json,
+   * the key and both values, and leaves the folder as it was; the final comparison below shows
+   * that the run still continues bit for bit afterwards. */
+  char cj[8192];
+  snprintf(cj, sizeof cj, "%s/part/config.json", work);
+  char *before = NULL;
+  size_t n_before = 0;
+  assert_int_equal(ufp4_read_file(cj, SIZE_MAX, &before, &n_before), 0);
+  const struct {
+    const char *flags, *says;
+  } changes[] = {
+      {"--recipe e2m1", "changes \"recipe\" (the run: \"ufp4,"},
+      {"--override 'model.layers.0.*=bf16'", "changes \"overrides\" (the run: absent; now: [\"model.layers.0.*=bf16\"])"},
+      {"--schedule 'ufp4@0,bf16@15'", "changes \"schedule\""},
+      {"--lr 5e-4", "changes \"optim.lr\" (the run: 0.001; now: 0.0005)"},
+      {"--d-model 64", "changes \"model.d_model\" (the run: 32; now: 64)"},
+      {"--seed 2", "changes \"seed\" (the run: 1; now: 2)"},
+      {"--eval-batches 3", "changes \"eval_batches\""},
+  };
+  for (size_t i = 0; i < sizeof changes / sizeof *changes; i++) {
+    if (!run(out, sizeof out, "%s train --out %s/part --resume --steps 20 %s", cli, work, changes[i].flags))
+      fail_msg("a resume with %s was not refused:\n%s", changes[i].flags, out);
+    if (!strstr(out, cj) || !strstr(out, changes[i].says))
+      fail_msg("a resume with %s: no \"%s\" naming %s in\n%s", changes[i].flags, changes[i].says, cj, out);
+    char *after = NULL;
+    size_t n_after = 0;
+    assert_int_equal(ufp4_read_file(cj, SIZE_MAX, &after, &n_after), 0);
+    if (n_after != n_before || memcmp(before, after, n_before)) fail_msg("a refused resume (%s) rewrote %s", changes[i].flags, cj);
+    free(after);
+  }
+  free(before);
+  /* The threads and the checkpoints may change. */
+  assert_int_equal(run(out, sizeof out, "%s train --out %s/part --resume --steps 20 --threads 1 --keep-ckpts 3", cli, work), 0);
   char a[8192], b[8192];
   snprintf(a, sizeof a, "%s/full/ckpt/step_00000020/model.safetensors", work);
   snprintf(b, sizeof b, "%s/part/ckpt/step_00000020/model.safetensors", work);

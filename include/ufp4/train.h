@@ -137,9 +137,13 @@ typedef struct {
   int skipped_steps;       /* steps dropped by the NaN policy */
 } ufp4_train_result;
 
-/* Trains from scratch, or with resume = 1 from the latest checkpoint in out_dir (its config must
- * match); the result of a resumed run is that of the uninterrupted one, but for tokens_per_s,
- * which covers this call's steps. Returns 0 or a negative status with ufp4_last_error() set. */
+/* Trains from scratch, or with resume = 1 from the latest checkpoint in out_dir; the result of a
+ * resumed run is that of the uninterrupted one, but for tokens_per_s, which covers this call's
+ * steps. A resume must have out_dir/config.json's configuration up to steps, optim.total_steps,
+ * threads, ckpt_every, keep_ckpts, guard, guard_policy, nan_policy and the data's description
+ * (and world, which the checkpoint checks): any other key that differs is UFP4_EINVAL naming it
+ * and both values, before anything is written. Returns 0 or a negative status with
+ * ufp4_last_error() set. */
 int ufp4_train(const ufp4_train_config *cfg, const ufp4_data_source *data, int resume, ufp4_train_result *res);
 
 /* The configuration as ufp4_train runs it and config.json records it: total_steps 0 becomes steps,

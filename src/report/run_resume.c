@@ -1,7 +1,6 @@
 /* Resuming a grid of runs: each folder's fate, stale folders moved aside (report/run_resume.h). */
 #include "report/run_resume.h"
 
-#include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,8 +8,8 @@
 #include <unistd.h>
 
 #include "core/build_info.h"
-#include "core/json_file.h"
 #include "report/report_load.h"
+#include "training/config_diff.h"
 #include "ufp4/data_source.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
@@ -24,73 +23,11 @@ void ufp4_resume_defaults(ufp4_train_config *cfg) {
  * (a finished run kept under a new guard was not checked by it). */
 static const char *const free_keys[] = {"threads", "ckpt_every", "keep_ckpts", "guard", "guard_policy"};
 
-static int is_free(const char *key) {
-  for (size_t i = 0; i < sizeof free_keys / sizeof *free_keys; i++)
-    if (!strcmp(key, free_keys[i])) return 1;
-  return 0;
-}
-
-/* Exact equality of two JSON values written by the same writer (cJSON's own comparison lets
- * numbers differ in their last bits, which can change a run). */
-static int first_diff(const cJSON *want, const cJSON *have, const char *prefix, char *key,
-                      size_t size);
-
-/* Arrays (the overrides, the projection table) match element by element. */
-static int same_value(const cJSON *a, const cJSON *b) {
-  if (cJSON_IsNumber(a) && cJSON_IsNumber(b)) return a->valuedouble == b->valuedouble;
-  if (cJSON_IsString(a) && cJSON_IsString(b)) return !strcmp(a->valuestring, b->valuestring);
-  if (cJSON_IsArray(a) && cJSON_IsArray(b)) {
-    if (cJSON_GetArraySize(a) != cJSON_GetArraySize(b)) return 0;
-    for (const cJSON *x = a->child, *y = b->child; x && y; x = x->next, y = y->next) {
-      char key[8];
-      if (cJSON_IsObject(x) && cJSON_IsObject(y) ? first_diff(x, y, "[].", key, sizeof key) : !same_value(x, y))
-        return 0;
-    }
-    return 1;
-  }
-  if (cJSON_IsObject(a) || cJSON_IsArray(a)) return 0; /* objects are walked by first_diff */
-  return (a->type & 0xFF) == (b->type & 0xFF);
-}
-
-/* The first key (as "model.n_layers") whose value differs between the expected configuration and
- * the folder's, or that only one of them has; 0 when they are the same run. */
-static int first_diff(const cJSON *want, const cJSON *have, const char *prefix, char *key,
-                      size_t size) {
-  const cJSON *it;
-  cJSON_ArrayForEach(it, want) {
-    if (!prefix[0] && is_free(it->string)) continue;
-    const cJSON *h = cJSON_GetObjectItemCaseSensitive(have, it->string);
-    if (h && cJSON_IsObject(it) && cJSON_IsObject(h)) {
-      char sub[256];
-      snprintf(sub, sizeof sub, "%s%s.", prefix, it->string);
-      if (first_diff(it, h, sub, key, size)) return 1;
-    } else if (!h || !same_value(it, h)) {
-      snprintf(key, size, "%s%s", prefix, it->string);
-      return 1;
-    }
-  }
-  cJSON_ArrayForEach(it, have) {
-    if ((!prefix[0] && is_free(it->string)) || cJSON_GetObjectItemCaseSensitive(want, it->string))
-      continue;
-    snprintf(key, size, "%s%s", prefix, it->string);
-    return 1;
-  }
-  return 0;
-}
-
 /* Whether the folder's config.json is cfg's run: *differs gets the first differing key, or "". */
 static int config_differs(const ufp4_train_config *cfg, char *differs, size_t size) {
-  differs[0] = '\0';
-  char *json = ufp4_train_config_json(cfg);
-  cJSON *want = json ? cJSON_Parse(json) : NULL, *have = NULL;
-  free(json);
-  char path[8192];
-  snprintf(path, sizeof path, "%s/config.json", cfg->out_dir);
-  int rc = want ? ufp4_json_read_object(path, 64u << 20, "the run configuration", "; the run folder is damaged", &have)
-                : ufp4_fail(UFP4_ENOMEM, "out of memory");
-  if (!rc && !first_diff(want, have, "", differs, size)) differs[0] = '\0';
-  cJSON_Delete(want);
-  cJSON_Delete(have);
+  train_config_diff d;
+  int rc = train_config_diff_folder(cfg, free_keys, sizeof free_keys / sizeof *free_keys, &d);
+  snprintf(differs, size, "%s", rc ? "" : d.key);
   return rc;
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/timer.h"
 #include "training/checkpoint_schedule.h"
+#include "training/config_diff.h"
 #include "training/guard_run.h"
 #include "training/metrics.h"
 #include "training/progress.h"
@@ -135,6 +136,30 @@ static int open_comm(const ufp4_train_config *cfg, ufp4_dist **comm) {
   return 0;
 }
 
+/* What a resume may change: how long the run goes (the steps, the cosine's horizon), how it is
+ * carried out (threads, checkpoints), what it does when it breaks (guards, the NaN policy: a run
+ * that stopped on a non-finite loss is resumed under another), the path of its data, and the rank
+ * count, which the checkpoint checks itself with its own advice. Everything else decides what the
+ * run computes or logs, and a resume continues the run that its config.json describes. */
+static const char *const resume_free_keys[] = {"steps",        "optim.total_steps", "threads", "ckpt_every",
+                                               "keep_ckpts",   "guard",             "guard_policy",
+                                               "nan_policy",   "data",              "world",
+                                               "global_batch_tokens"};
+
+/* A resume that would change a setting of resume_free_keys' complement fails, naming the run's
+ * config.json, the key and both values, before config.json is rewritten. */
+static int check_resume_config(const ufp4_train_config *cfg) {
+  train_config_diff d;
+  int rc = train_config_diff_folder(cfg, resume_free_keys, sizeof resume_free_keys / sizeof *resume_free_keys, &d);
+  if (rc || !d.key[0]) return rc;
+  return ufp4_fail(UFP4_EINVAL,
+                   "%s/config.json: a resume continues the run as configured there, but this one changes \"%s\" "
+                   "(the run: %s; now: %s); a resume may change only the steps, the cosine's horizon, the "
+                   "threads, the checkpoints, the guards, the NaN policy and the data's path; train another "
+                   "configuration in a new run folder (--out)",
+                   cfg->out_dir, d.key, d.folder, d.now);
+}
+
 /* Model, optimizer state and buffers; the resumed state (and its carry) when `resume`. Local to
  * this rank. */
 static int setup(const ufp4_train_config *cfg, run_state *s, int resume,
@@ -153,6 +178,8 @@ static int setup(const ufp4_train_config *cfg, run_state *s, int resume,
   if ((rc = make_segments(&cfg->model, &s->seg))) return rc;
   ufp4_model_init(s->model, cfg->seed);
   *start = 0; /* the recipes come with the first step's phase (enter_phase) */
+  /* Without a checkpoint there is nothing to continue, which ckpt_resume says. */
+  if (resume && ufp4_train_latest_checkpoint(cfg->out_dir) >= 0 && (rc = check_resume_config(cfg))) return rc;
   return resume ? ckpt_resume(cfg, s->model, s->m_state, s->v_state, start, carry) : 0;
 }
 
