@@ -13,6 +13,7 @@
 #include "training/ckpt_internal.h"
 #include "training/model_io_internal.h"
 #include "training/path.h"
+#include "training/proj_recipes.h"
 #include "ufp4/checkpoint.h"
 #include "ufp4/error.h"
 #include "ufp4/fileio.h"
@@ -80,9 +81,7 @@ typedef struct {
   ufp4_qformat qf; /* the format of a 4-bit tensor not trained in one the target holds */
   int have_recipe, ref_known;
   ufp4_recipe recipe; /* the run's, and what each projection trained under with its overrides */
-  int n_proj;
-  ufp4_projection_info *proj;
-  ufp4_recipe *per;
+  proj_recipes rec;   /* and kept blocks; empty without a recipe */
   int n_formats; /* 0 before the first 4-bit tensor, 1 while all are in one format, then 2 */
   const char *const *exclude;
   int n_exclude;
@@ -131,38 +130,12 @@ static void describe(const ufp4_qformat *f, char *buf, size_t size) {
     snprintf(buf + n, size - (size_t)n, ",%s-%s", ufp4_adaptive_name(f->adaptive), ufp4_metric_name(f->metric));
 }
 
-/* The recipe module mod trained under (the run's, with its overrides and kept blocks), or NULL for
- * a tensor that is no projection (a router) or without a recipe. */
-static const ufp4_recipe *recipe_of(const export_job *j, const char *mod) {
-  for (int i = 0; j->per && i < j->n_proj; i++)
-    if (!strcmp(j->proj[i].name, mod)) return &j->per[i];
-  return NULL;
-}
-
 /* Whether target fmt holds the forward weight format f of a recipe whose sr_mask is sr_mask. */
 static int target_holds(ufp4_hf_format fmt, const ufp4_qformat *f, unsigned sr_mask) {
   const int sr = (sr_mask >> UFP4_OP_FPROP_W) & 1;
   return f->grid == UFP4_GRID_E2M1 && f->rht == 0 && !sr &&
          (fmt == UFP4_HF_NVFP4 ? f->scale == UFP4_SCALE_NVFP4 && (f->tile2d == 16 || f->block == 16)
                                : ufp4_scale_is_e8m0(f->scale) && !f->tile2d && f->block == 32);
-}
-
-/* The weights the forward of r multiplied by (into ref), or 0 when they cannot be known (an RHT or
- * SR on them). r NULL: a tensor the model uses as it is (a router). */
-static int recipe_weights(const ufp4_recipe *r, const float *w, size_t rows, size_t cols, float *ref) {
-  const size_t n = rows * cols;
-  const ufp4_precision fwd = r ? ufp4_recipe_gemm_precision(r, UFP4_FPROP) : UFP4_PREC_FP32; /* per-GEMM keys included */
-  if (fwd == UFP4_PREC_FP32) {
-    memcpy(ref, w, n * sizeof *ref);
-    return 1;
-  }
-  if (fwd == UFP4_PREC_BF16) {
-    for (size_t i = 0; i < n; i++) ref[i] = ufp4_round_bf16(w[i]);
-    return 1;
-  }
-  const ufp4_qformat f = ufp4_recipe_operand_format(r, UFP4_OP_FPROP_W);
-  if (f.rht || ((r->sr_mask >> UFP4_OP_FPROP_W) & 1)) return 0;
-  return ufp4_fake_quant(&f, w, ref, rows, cols) == 0;
 }
 
 /* Sums for the two SQNRs of one tensor: w the master weights, x the exported ones decoded, r the
@@ -177,7 +150,12 @@ static int measure(export_job *j, const char *name, const ufp4_recipe *r, const 
   if (!j->have_recipe) return 0;
   float *ref = malloc(n * sizeof *ref);
   if (!ref) return ufp4_fail(UFP4_ENOMEM, "%s: out of memory", name);
-  if (!recipe_weights(r, w, rows, cols, ref)) {
+  const int known = proj_forward_weights(r, w, rows, cols, ref);
+  if (known < 0) {
+    free(ref);
+    return known;
+  }
+  if (!known) {
     j->ref_known = 0;
   } else {
     for (size_t i = 0; i < n; i++) {
@@ -294,7 +272,7 @@ static int replace(void *ud, const ufp4_tensor_info *t, const float *w, ufp4_st_
     return ufp4_fail(UFP4_EINVAL, "%s: %zu columns are not a multiple of the %s block of %zu; exclude it (--exclude '%s')",
                      t->name, cols, ufp4_hf_format_name(j->fmt), blk, mod);
   /* The format the run trained this projection with, when the target holds it. */
-  const ufp4_recipe *r = recipe_of(j, mod);
+  const ufp4_recipe *r = proj_recipes_find(&j->rec, mod);
   ufp4_qformat f = j->qf;
   const ufp4_qformat own = r ? ufp4_recipe_operand_format(r, UFP4_OP_FPROP_W) : f;
   const int fp4 = r && ufp4_recipe_gemm_precision(r, UFP4_FPROP) == UFP4_PREC_FP4;
@@ -344,14 +322,8 @@ static int choose_format(export_job *j, const ufp4_hf_export_opts *o, const ufp4
   if (rc) return rc;
   j->have_recipe = 1;
   j->ref_known = 1; /* until a tensor's forward weights lie behind an RHT or SR */
-  j->n_proj = ufp4_model_projection_count(c);
-  j->proj = malloc(sizeof *j->proj * (size_t)j->n_proj);
-  j->per = malloc(sizeof *j->per * (size_t)j->n_proj);
-  if (!j->proj || !j->per) return ufp4_fail(UFP4_ENOMEM, "export: out of memory for the recipes");
-  ufp4_model_projections(c, j->proj);
-  if ((rc = ufp4_model_resolve_recipes(c, &j->recipe, o->overrides, j->per))) return rc;
-  for (int i = 0; i < j->n_proj; i++)
-    j->res.run_fp4 |= j->proj[i].layer >= 0 && ufp4_recipe_gemm_precision(&j->per[i], UFP4_FPROP) == UFP4_PREC_FP4;
+  if ((rc = proj_recipes_resolve(c, &j->recipe, o->overrides, &j->rec))) return rc;
+  j->res.run_fp4 = proj_recipes_block_fp4(&j->rec);
   const ufp4_qformat r = ufp4_recipe_operand_format(&j->recipe, UFP4_OP_FPROP_W);
   if (ufp4_recipe_gemm_precision(&j->recipe, UFP4_FPROP) == UFP4_PREC_FP4 && target_holds(j->fmt, &r, j->recipe.sr_mask))
     j->qf = r;
@@ -463,8 +435,7 @@ static int export_model(ufp4_model *m, ufp4_hf_format fmt, const char *out_dir, 
   if (res) *res = j->res;
   for (size_t i = 0; i < j->n_bufs; i++) free(j->bufs[i]);
   free(j->bufs);
-  free(j->proj);
-  free(j->per);
+  proj_recipes_free(&j->rec);
   free(j);
   return rc;
 }

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "data/byte_unicode.h"
+#include "training/proj_recipes.h"
 #include "ufp4/checkpoint.h"
 #include "ufp4/error.h"
 #include "ufp4/gguf.h"
@@ -104,21 +105,12 @@ typedef struct {
   ufp4_qformat wfmt; /* of a projection not trained in a format ggml holds: the run's, or ufp4's
                         recipe named like the export */
   double sig, err, rsig, rerr;
-  int n_proj;
-  ufp4_projection_info *proj; /* the model's projections, and the recipe each trained under at the */
-  ufp4_recipe *per;           /* checkpoint's step (run_recipes); NULL when that is not known */
+  proj_recipes rec; /* the recipe each projection trained under at the checkpoint's step
+                       (run_recipes); empty when that is not known */
   int no_reference; /* a quantized projection whose run weights lie behind an RHT or SR */
   int n_used;       /* the distinct formats the export used (at most 4 kept) */
   ufp4_qformat used[4];
 } energy;
-
-/* The run's recipe of projection hf ("model.layers.0.self_attn.q_proj.weight"), NULL if unknown. */
-static const ufp4_recipe *recipe_of(const energy *e, const char *hf) {
-  const size_t len = strlen(hf) - strlen(".weight");
-  for (int i = 0; e->per && i < e->n_proj; i++)
-    if (strlen(e->proj[i].name) == len && !strncmp(e->proj[i].name, hf, len)) return &e->per[i];
-  return NULL;
-}
 
 static void describe(const ufp4_qformat *f, char *buf, size_t size);
 
@@ -141,21 +133,6 @@ static void add_energy(const float *a, const float *b, size_t n, double *sig, do
   }
 }
 
-/* The weights w [n] that a projection's forward used in the run under r, into ref: 1 when they lie
- * behind an RHT or SR (no reference in the weights' basis). */
-static int run_weights(const ufp4_recipe *r, const float *w, size_t rows, size_t cols, float *ref, int *rc) {
-  const size_t n = rows * cols;
-  const ufp4_precision p = ufp4_recipe_gemm_precision(r, UFP4_FPROP);
-  if (p == UFP4_PREC_FP4) {
-    ufp4_qformat had = ufp4_recipe_operand_format(r, UFP4_OP_FPROP_W);
-    if (had.rht || had.round == UFP4_ROUND_SR || had.round == UFP4_ROUND_SR8) return 1;
-    *rc = ufp4_fake_quant(&had, w, ref, rows, cols);
-  } else {
-    for (size_t i = 0; i < n; i++) ref[i] = p == UFP4_PREC_BF16 ? ufp4_round_bf16(w[i]) : w[i];
-  }
-  return 0;
-}
-
 /* Quantizes one projection [rows][cols] into *q, with the format its run trained it with when
  * ggml's type holds it (counted in res->held), else e->wfmt; and adds to the energies. */
 static int quantize(const ufp4_gguf_export_opts *o, const char *hf, const float *w, size_t rows,
@@ -165,7 +142,7 @@ static int quantize(const ufp4_gguf_export_opts *o, const char *hf, const float 
   if (cols % gblock)
     return ufp4_fail(UFP4_EINVAL, "gguf export: %s has %zu input columns, not a multiple of %s's block of %zu (exclude it)",
                      hf, cols, o->kind == UFP4_GGUF_EXPORT_MXFP4 ? "MXFP4" : "NVFP4", gblock);
-  const ufp4_recipe *r = recipe_of(e, hf);
+  const ufp4_recipe *r = proj_recipes_find(&e->rec, hf);
   ufp4_qformat fmt = e->wfmt;
   if (r && ufp4_recipe_gemm_precision(r, UFP4_FPROP) == UFP4_PREC_FP4) {
     ufp4_qformat had = ufp4_recipe_operand_format(r, UFP4_OP_FPROP_W);
@@ -179,8 +156,10 @@ static int quantize(const ufp4_gguf_export_opts *o, const char *hf, const float 
   if (!y) return ufp4_fail(UFP4_ENOMEM, "gguf export: out of memory for %s", hf);
   ufp4_dequantize(q, y);
   add_energy(w, y, rows * cols, &e->sig, &e->err);
-  if (r && run_weights(r, w, rows, cols, y + rows * cols, &rc)) e->no_reference = 1;
-  else if (r && !rc) add_energy(y + rows * cols, y, rows * cols, &e->rsig, &e->rerr);
+  const int known = r ? proj_forward_weights(r, w, rows, cols, y + rows * cols) : 0;
+  if (known < 0) rc = known;
+  else if (r && !known) e->no_reference = 1;
+  else if (r) add_energy(y + rows * cols, y, rows * cols, &e->rsig, &e->rerr);
   free(y);
   return rc;
 }
@@ -385,10 +364,10 @@ static int load(const char *dir, ufp4_model **m) {
   return rc;
 }
 
-/* Sets e->wfmt and, from the run folder above dir (DIR/../../config.json), e->per: the recipe each
+/* Sets e->wfmt and, from the run folder above dir (DIR/../../config.json), e->rec: the recipe each
  * projection of model c trained under when the checkpoint was written. That is the schedule's
  * phase that ran the checkpoint's last step, with the run's overrides and the blocks its recipe
- * kept in fp32 (ufp4_model_resolve_recipes), and res->run_recipe names it. e->per stays NULL, and
+ * kept in fp32 (proj_recipes_resolve), and res->run_recipe names it. e->rec stays empty, and
  * res->recipe_holds -1, for a high-precision export, without a run config, for a schedule whose
  * step the folder's name does not give, and when no block projection trained in 4 bits. */
 static int run_recipes(const char *dir, ufp4_gguf_export_kind kind, const ufp4_model_config *c,
@@ -414,17 +393,10 @@ static int run_recipes(const char *dir, ufp4_gguf_export_kind kind, const ufp4_m
   if (n >= 0 && (size_t)n < sizeof res->run_recipe && (cfg.overrides[0] || sched.n > 1))
     snprintf(res->run_recipe + n, sizeof res->run_recipe - (size_t)n, " (%s%s%s)", cfg.overrides[0] ? "with its overrides" : "",
              cfg.overrides[0] && sched.n > 1 ? ", " : "", sched.n > 1 ? "its schedule's phase at this step" : "");
-  e->n_proj = ufp4_model_projection_count(c);
-  e->proj = malloc(sizeof *e->proj * (size_t)e->n_proj);
-  e->per = malloc(sizeof *e->per * (size_t)e->n_proj);
-  if (!e->proj || !e->per) return ufp4_fail(UFP4_ENOMEM, "gguf export: out of memory for the run's recipes");
-  ufp4_model_projections(c, e->proj);
   /* The run's overrides must fit this checkpoint's model, as the HF export requires too. */
-  if ((rc = ufp4_model_resolve_recipes(c, &base, cfg.overrides, e->per))) return rc;
-  int fp4 = 0;
-  for (int i = 0; i < e->n_proj; i++) fp4 |= e->proj[i].layer >= 0 && ufp4_recipe_gemm_precision(&e->per[i], UFP4_FPROP) == UFP4_PREC_FP4;
-  if (!fp4) {
-    free(e->per), e->per = NULL;
+  if ((rc = proj_recipes_resolve(c, &base, cfg.overrides, &e->rec))) return rc;
+  if (!proj_recipes_block_fp4(&e->rec)) {
+    proj_recipes_free(&e->rec);
     return 0;
   }
   res->recipe_holds = 0; /* finish() decides */
@@ -459,10 +431,7 @@ static void finish(ufp4_gguf_export_result *res, const energy *e) {
   if (!res->recipe_holds && !e->no_reference) res->recipe_sqnr_db = sqnr_db(e->rsig, e->rerr);
 }
 
-static void energy_free(energy *e) {
-  free(e->proj);
-  free(e->per);
-}
+static void energy_free(energy *e) { proj_recipes_free(&e->rec); }
 
 int ufp4_gguf_export(const char *dir, const char *path, const ufp4_gguf_export_opts *o,
                      ufp4_gguf_export_result *res) {
