@@ -433,6 +433,42 @@ static void test_moe(void **state) {
     }
   }
   ufp4_model_free(back);
+
+  /* Under a recipe, with one routed expert of layer 1 trained in bf16 (experts are projections
+   * with names of their own): the other experts, the shared expert and attention hold the run's
+   * codes, that expert's three are requantized from its bf16-trained weights, and the routers,
+   * which are no projections, stay as they are. The file is the same bits as without the recipe
+   * (the mxfp4 recipe's weight format is the target's), and the conversion SQNR counts the
+   * requantized expert against its bf16-rounded weights: finite, not exact. */
+  ufp4_hf_export_opts o = {.recipe = "mxfp4", .overrides = "model.layers.1.mlp.experts.2.*=bf16"};
+  snprintf(out, sizeof out, "%s/moe_mx_recipe", work);
+  rc = ufp4_export_hf_model(m, UFP4_HF_MXFP4, out, &o, &res);
+  if (rc) fprintf(stderr, "%s\n", ufp4_last_error());
+  assert_int_equal(rc, 0);
+  assert_int_equal(res.n_quantized, 2 * (4 + 12 + 3));
+  assert_true(res.run_fp4);
+  assert_int_equal(res.held, 2 * (4 + 12 + 3) - 3);
+  assert_int_equal(res.kept_quantized, 3);
+  assert_int_equal(res.exact, 0);
+  assert_true(isfinite(res.conversion_sqnr_db) && res.conversion_sqnr_db > 10 && res.conversion_sqnr_db < 120);
+  char plain[512];
+  snprintf(plain, sizeof plain, "%s/moe_mx", work);
+  ufp4_model *a = load(plain), *b = load(out);
+  assert_same_params(a, b);
+  ufp4_model_free(a);
+  ufp4_model_free(b);
+  /* Without the override every 4-bit tensor holds the run's codes. */
+  o.overrides = NULL;
+  snprintf(out, sizeof out, "%s/moe_mx_recipe_all", work);
+  assert_int_equal(ufp4_export_hf_model(m, UFP4_HF_MXFP4, out, &o, &res), 0);
+  assert_int_equal(res.held, 2 * (4 + 12 + 3));
+  assert_int_equal(res.kept_quantized, 0);
+  assert_int_equal(res.exact, 1);
+  assert_true(isinf(res.conversion_sqnr_db));
+  /* An override naming an expert the model lacks is refused. */
+  o.overrides = "model.layers.1.mlp.experts.7.*=bf16";
+  assert_int_equal(ufp4_export_hf_model(m, UFP4_HF_MXFP4, out, &o, &res), UFP4_EINVAL);
+  assert_non_null(strstr(ufp4_last_error(), "experts.7"));
   ufp4_model_free(m);
 }
 
