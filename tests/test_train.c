@@ -210,7 +210,8 @@ static void test_diagnostics(void **state) {
 }
 
 /* A learning rate that overflows the weights makes the loss non-finite: the skip policy drops those
- * updates and finishes; the stop policy ends the run with a message and keeps the checkpoint it had. */
+ * updates and finishes. A resume may not bring such a learning rate in (the stop policy on a
+ * resume is tests/test_reliability_cli.c's). */
 static void test_nan_policy(void **state) {
   (void)state;
   char dir[] = "/tmp/ufp4_nan_XXXXXX";
@@ -236,17 +237,19 @@ static void test_nan_policy(void **state) {
   ufp4_remove_tree(dir);
 
   assert_non_null(mkdtemp(strcpy(dir, "/tmp/ufp4_nan_XXXXXX")));
+  /* A resume that would blow the run up by its optimizer settings is refused before any step:
+   * the configuration is the run's (the library's resume check; tests/test_reliability_cli.c
+   * resumes a poisoned checkpoint under --nan-policy stop and skip, which a resume may change).
+   * Checkpoint 2 stays. */
   c = tiny(dir, "fp32", 2);
   c.ckpt_every = 1;
-  assert_int_equal(ufp4_train(&c, &src, 0, &r), 0); /* a sane run leaves checkpoint 2 */
+  assert_int_equal(ufp4_train(&c, &src, 0, &r), 0);
   c.steps = 12;
-  c.optim.lr = c.optim.min_lr = 1e30;
-  c.optim.grad_clip = 0;
+  c.optim.lr = c.optim.min_lr = 5;
   c.nan_policy = UFP4_NAN_STOP;
-  c.ckpt_every = 0;
   int rc = ufp4_train(&c, &src, 1, &r);
-  assert_int_equal(rc, UFP4_EINVAL);
-  assert_non_null(strstr(ufp4_last_error(), "not finite"));
+  if (rc != UFP4_EINVAL || !strstr(ufp4_last_error(), "changes \"optim.lr\"") || !strstr(ufp4_last_error(), dir))
+    fail_msg("%d: %s", rc, ufp4_last_error());
   ufp4_model_config mc;
   snprintf(p, sizeof p, "%s/ckpt/step_00000002", dir);
   assert_int_equal(ufp4_checkpoint_config(p, &mc), 0);

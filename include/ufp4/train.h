@@ -139,11 +139,13 @@ typedef struct {
 
 /* Trains from scratch, or with resume = 1 from the latest checkpoint in out_dir; the result of a
  * resumed run is that of the uninterrupted one, but for tokens_per_s, which covers this call's
- * steps. A resume must have out_dir/config.json's configuration up to steps, optim.total_steps,
- * threads, ckpt_every, keep_ckpts, guard, guard_policy, nan_policy and the data's description
- * (and world, which the checkpoint checks): any other key that differs is UFP4_EINVAL naming it
- * and both values, before anything is written. Returns 0 or a negative status with
- * ufp4_last_error() set. */
+ * steps. A resume must have the configuration out_dir/config.json holds (read as by
+ * ufp4_train_config_load, compared as ufp4_train_config_json writes both) up to steps,
+ * optim.total_steps, threads, ckpt_every, keep_ckpts, diag_every, guard, guard_policy,
+ * nan_policy, the data's description, and the keys derived from others (world, which the
+ * checkpoint checks, global_batch_tokens, n_params, the phase starts of projection_recipes): any
+ * other key that differs is UFP4_EINVAL naming it and both values, before anything is written.
+ * Returns 0 or a negative status with ufp4_last_error() set. */
 int ufp4_train(const ufp4_train_config *cfg, const ufp4_data_source *data, int resume, ufp4_train_result *res);
 
 /* The configuration as ufp4_train runs it and config.json records it: total_steps 0 becomes steps,

@@ -96,3 +96,20 @@ int train_config_diff_folder(const ufp4_train_config *cfg, const char *const *fr
   cJSON_Delete(have);
   return rc;
 }
+
+int train_config_diff_configs(const ufp4_train_config *was, const ufp4_train_config *now, const char *const *free_keys,
+                      size_t n_free, train_config_diff *diff) {
+  memset(diff, 0, sizeof *diff);
+  char *a = ufp4_train_config_json(was), *b = ufp4_train_config_json(now);
+  cJSON *have = a ? cJSON_Parse(a) : NULL, *want = b ? cJSON_Parse(b) : NULL;
+  free(a);
+  free(b);
+  int rc = have && want ? 0 : ufp4_fail(UFP4_ENOMEM, "%s: out of memory for the run configuration", now->out_dir);
+  if (!rc) {
+    const walk w = {free_keys, n_free, diff};
+    first_diff(&w, want, have, "", 1);
+  }
+  cJSON_Delete(want);
+  cJSON_Delete(have);
+  return rc;
+}

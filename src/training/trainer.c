@@ -137,26 +137,40 @@ static int open_comm(const ufp4_train_config *cfg, ufp4_dist **comm) {
 }
 
 /* What a resume may change: how long the run goes (the steps, the cosine's horizon), how it is
- * carried out (threads, checkpoints), what it does when it breaks (guards, the NaN policy: a run
- * that stopped on a non-finite loss is resumed under another), the path of its data, and the rank
- * count, which the checkpoint checks itself with its own advice. Everything else decides what the
- * run computes or logs, and a resume continues the run that its config.json describes. */
-static const char *const resume_free_keys[] = {"steps",        "optim.total_steps", "threads", "ckpt_every",
-                                               "keep_ckpts",   "guard",             "guard_policy",
-                                               "nan_policy",   "data",              "world",
-                                               "global_batch_tokens"};
+ * carried out (threads, checkpoints), what watches it and what it does when it breaks
+ * (diagnostics, which change no bit of the run, and the guards that need them; the NaN policy: a
+ * run that stopped on a non-finite loss is resumed under another), the path of its data, and the
+ * rank count, which the checkpoint checks itself with its own advice. The derived keys follow from
+ * keys that are compared, and the phase starts in projection_recipes from the steps, whose effect
+ * on phases already entered train_check_resume_phases refuses with its own advice. Everything else
+ * decides what the run computes or logs, and a resume continues the run config.json describes. */
+static const char *const resume_free_keys[] = {
+    "steps",      "optim.total_steps", "threads",    "ckpt_every",          "keep_ckpts",
+    "diag_every", "guard",             "guard_policy", "nan_policy",        "data",
+    "world",      "global_batch_tokens", "model.n_params", "model.n_active_params", "projection_recipes"};
 
 /* A resume that would change a setting of resume_free_keys' complement fails, naming the run's
  * config.json, the key and both values, before config.json is rewritten. */
 static int check_resume_config(const ufp4_train_config *cfg) {
+  /* Read as a configuration, so that a run folder of an older binary, whose config.json lacks keys
+   * added since, is compared in what it holds. */
+  ufp4_train_config *was = malloc(sizeof *was); /* large (the overrides): off the stack */
+  char path[sizeof cfg->out_dir + 16];
+  snprintf(path, sizeof path, "%s/config.json", cfg->out_dir);
   train_config_diff d;
-  int rc = train_config_diff_folder(cfg, resume_free_keys, sizeof resume_free_keys / sizeof *resume_free_keys, &d);
+  int rc = was ? 0 : ufp4_fail(UFP4_ENOMEM, "%s: out of memory for the run configuration", path);
+  if (!rc) {
+    *was = ufp4_train_config_default();
+    rc = ufp4_train_config_load(path, was);
+  }
+  if (!rc) rc = train_config_diff_configs(was, cfg, resume_free_keys, sizeof resume_free_keys / sizeof *resume_free_keys, &d);
+  free(was);
   if (rc || !d.key[0]) return rc;
   return ufp4_fail(UFP4_EINVAL,
                    "%s/config.json: a resume continues the run as configured there, but this one changes \"%s\" "
-                   "(the run: %s; now: %s); a resume may change only the steps, the cosine's horizon, the "
-                   "threads, the checkpoints, the guards, the NaN policy and the data's path; train another "
-                   "configuration in a new run folder (--out)",
+                   "(the run: %.100s; now: %.100s); a resume may change only the steps, the cosine's horizon, "
+                   "the threads, checkpoints, diagnostics, guards and NaN policy, and the data's path; train "
+                   "another configuration in a new run folder (--out)",
                    cfg->out_dir, d.key, d.folder, d.now);
 }
 
@@ -178,8 +192,6 @@ static int setup(const ufp4_train_config *cfg, run_state *s, int resume,
   if ((rc = make_segments(&cfg->model, &s->seg))) return rc;
   ufp4_model_init(s->model, cfg->seed);
   *start = 0; /* the recipes come with the first step's phase (enter_phase) */
-  /* Without a checkpoint there is nothing to continue, which ckpt_resume says. */
-  if (resume && ufp4_train_latest_checkpoint(cfg->out_dir) >= 0 && (rc = check_resume_config(cfg))) return rc;
   return resume ? ckpt_resume(cfg, s->model, s->m_state, s->v_state, start, carry) : 0;
 }
 
@@ -413,6 +425,9 @@ int ufp4_train(const ufp4_train_config *cfg_in, const ufp4_data_source *data, in
   train_guard guard;
   ufp4_recipe_schedule *sched = malloc(sizeof *sched);
   int rc = sched ? check_config(&cfg, sched, &recipe, &guard) : ufp4_fail(UFP4_ENOMEM, "train: out of memory");
+  /* Before anything is allocated for the model, so that a changed model is named as such. Without
+   * a checkpoint there is nothing to continue, which ckpt_resume says. */
+  if (!rc && resume && ufp4_train_latest_checkpoint(cfg.out_dir) >= 0) rc = check_resume_config(&cfg);
   if (rc) {
     free(sched);
     return rc;
