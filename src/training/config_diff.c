@@ -78,6 +78,18 @@ static int first_diff(const walk *w, const cJSON *want, const cJSON *have, const
   return 0;
 }
 
+/* Walks the two trees into diff when rc is 0, and frees both: the two entry points' common end. */
+static int walk_and_free(int rc, cJSON *want, cJSON *have, const char *const *free_keys, size_t n_free,
+                         train_config_diff *diff) {
+  if (!rc) {
+    const walk w = {free_keys, n_free, diff};
+    first_diff(&w, want, have, "", 1);
+  }
+  cJSON_Delete(want);
+  cJSON_Delete(have);
+  return rc;
+}
+
 int train_config_diff_folder(const ufp4_train_config *cfg, const char *const *free_keys, size_t n_free,
                              train_config_diff *diff) {
   memset(diff, 0, sizeof *diff);
@@ -88,28 +100,16 @@ int train_config_diff_folder(const ufp4_train_config *cfg, const char *const *fr
   snprintf(path, sizeof path, "%s/config.json", cfg->out_dir);
   int rc = want ? ufp4_json_read_object(path, 64u << 20, "the run configuration", "; the run folder is damaged", &have)
                 : ufp4_fail(UFP4_ENOMEM, "%s: out of memory for the run configuration", cfg->out_dir);
-  if (!rc) {
-    const walk w = {free_keys, n_free, diff};
-    first_diff(&w, want, have, "", 1);
-  }
-  cJSON_Delete(want);
-  cJSON_Delete(have);
-  return rc;
+  return walk_and_free(rc, want, have, free_keys, n_free, diff);
 }
 
 int train_config_diff_configs(const ufp4_train_config *was, const ufp4_train_config *now, const char *const *free_keys,
-                      size_t n_free, train_config_diff *diff) {
+                              size_t n_free, train_config_diff *diff) {
   memset(diff, 0, sizeof *diff);
   char *a = ufp4_train_config_json(was), *b = ufp4_train_config_json(now);
   cJSON *have = a ? cJSON_Parse(a) : NULL, *want = b ? cJSON_Parse(b) : NULL;
   free(a);
   free(b);
   int rc = have && want ? 0 : ufp4_fail(UFP4_ENOMEM, "%s: out of memory for the run configuration", now->out_dir);
-  if (!rc) {
-    const walk w = {free_keys, n_free, diff};
-    first_diff(&w, want, have, "", 1);
-  }
-  cJSON_Delete(want);
-  cJSON_Delete(have);
-  return rc;
+  return walk_and_free(rc, want, have, free_keys, n_free, diff);
 }
