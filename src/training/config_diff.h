@@ -12,8 +12,8 @@
 
 typedef struct {
   char key[256];    /* the first key that differs, as "model.n_layers"; "" when none does */
-  char folder[256]; /* its value in the folder's config.json, as compact JSON ("absent" when the */
-  char now[256];    /* file lacks it), and in cfg's; cut short to fit */
+  char folder[256]; /* its value in the folder's config.json (or `was`), as compact JSON ("absent" */
+  char now[256];    /* when that lacks it), and in cfg's (`now`'s); cut short to fit */
 } train_config_diff;
 
 /* Compares cfg->out_dir/config.json with the configuration cfg would write, skipping the keys
@@ -29,6 +29,6 @@ int train_config_diff_folder(const ufp4_train_config *cfg, const char *const *fr
  * ufp4_train_config_load, which gives the keys it lacks their defaults) thus compares with a
  * current one without differing in the keys that binary did not write. */
 int train_config_diff_configs(const ufp4_train_config *was, const ufp4_train_config *now, const char *const *free_keys,
-                      size_t n_free, train_config_diff *diff);
+                              size_t n_free, train_config_diff *diff);
 
 #endif
