@@ -21,7 +21,10 @@
 #
 # Blinding: the reports of these comparisons show the study's own runs, which stay unread until
 # the study's final analysis (docs/STUDY.md section 6). So the script refuses to start before that
-# analysis exists: STUDY_FINAL (default reports/study/final) must hold analysis.json.
+# analysis exists: STUDY_FINAL (default reports/study/final) must hold analysis.json. The
+# comparison's own interim report (each call's tables, over the seeds done so far) goes to
+# OUT/compare.txt, not to the terminal: nothing in the registered plans (docs/RESULTS.md sections
+# 4 and 5) looks at it before the last seed, so a sitting's log shows only progress lines.
 #
 # Environment: STUDY_NP (ranks, default 2), STUDY_OUT (the study's folder, default reports/study),
 # STUDY_DATA (default data/shards/sotu-bpe2048), STUDY_FINAL, SAME_BITS_AS (as scripts/study.sh).
@@ -94,5 +97,5 @@ for L in "${depths[@]}"; do
   echo "== $(date -u +%FT%TZ) $mode, L=$L, seeds 1..$seeds"
   "${launch[@]}" compare --data "$data" --out "$out" --recipes "$recipes" --seed 1 --seeds "$seeds" \
     ${SAME_BITS_AS:+--same-bits-as "$SAME_BITS_AS"} --final-steps "$window" --layers "$L" "${flags[@]}" \
-    | tee "$out/compare.txt"
+    >"$out/compare.txt"
 done

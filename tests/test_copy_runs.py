@@ -188,7 +188,9 @@ STUB = """#!/usr/bin/env bash
 # a stand-in for the study's binary: says its commit, and logs each compare call
 if [[ $1 == version ]]; then echo "ufp4 0.1.0 commit %s (OpenBLAS kernels: Haswell)"; exit 0; fi
 printf '%%s\\n' "$*" >> "$(dirname "$0")/calls.log"
+[[ $1 == compare ]] && echo "interim report: e2m1 2.71828"
 """
+REPORT = "interim report: e2m1 2.71828"  # what the stub's compare prints, as compare prints its tables
 
 
 def test_followup_end_to_end():
@@ -241,6 +243,12 @@ def test_followup_end_to_end():
                            env=env)
         check(p.returncode == 0, "fos: exit %d: %s" % (p.returncode, p.stdout + p.stderr))
         check(LOSS not in p.stdout + p.stderr, "fos printed a loss")
+        # The interim report goes to the comparison's compare.txt, never to the sitting's log.
+        check(REPORT not in p.stdout + p.stderr, "fos printed compare's interim report")
+        for depth in (2, 4, 8, 16):
+            txt = os.path.join(tmp, "reports", "fos", "L%d" % depth, "compare.txt")
+            kept = open(txt).read() if os.path.exists(txt) else ""
+            check(REPORT in kept, "fos L=%d: compare's report is not in compare.txt" % depth)
         log = os.path.join(tmp, ".study", "build", "calls.log")
         calls = open(log).read().splitlines() if os.path.exists(log) else []
         check(len(calls) == 4, "fos: %d compare calls, not 4: %s" % (len(calls), calls))
