@@ -72,14 +72,7 @@ if ! (cd "$data" && sha256sum --quiet --strict -c "$OLDPWD/scripts/study_data.sh
 fi
 
 # The study binary: built once per machine from STUDY_COMMIT, never from the working tree.
-if [[ ! -x "$bin" ]] || ! "$bin" version | grep -q "commit ${STUDY_COMMIT:0:12}"; then
-  rm -rf .study/build
-  if [[ -d "$src" ]]; then git -C "$src" checkout -q --detach "$STUDY_COMMIT"
-  else git worktree add -q --detach "$src" "$STUDY_COMMIT"; fi
-  cmake -S "$src" -B .study/build -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build .study/build -j"$(nproc)" --target ufp4 >/dev/null
-fi
-"$bin" version
+scripts/pinned_build.sh "$STUDY_COMMIT" "$src" "$(dirname "$bin")"
 scripts/study_restore.sh "$out"
 if [[ ${STUDY_BUILD_ONLY:-0} == 1 ]]; then # the binary and the restored runs only (study_pipeline.sh)
   exit 0

@@ -29,15 +29,18 @@
 #
 # Blinding: no step before 4 shows a result. Stage 1 and 2 write compare's interim tables to files
 # that are not read (scripts/study.sh), and the stage-2 look prints only the sd and the seeds it
-# asks for. From step 4 on the log shows results: the registered n has been reached.
+# asks for. From step 4 on the log shows results: the registered n has been reached. The
+# follow-ups' own interim tables go to files too (scripts/study_followup.sh).
 #
-# The analyses and the schedule's evaluations run build/ufp4, built here from the working tree
-# (the analysis code; the runs are all made by the study's binary, .study/build/ufp4); each
-# analysis.json and eval.json records its commit.
+# The analyses run build/ufp4, built here from the working tree (the analysis code), refused when
+# that tree had uncommitted changes. The runs are all made by the study's binary
+# (.study/build/ufp4, from STUDY_COMMIT) and the schedule's evaluations by one fixed binary
+# (.eval/build/ufp4, from EVAL_COMMIT); each analysis.json and eval.json records its commit. A
+# follow-up's analysis whose tests are not over all its registered seeds is refused.
 #
 # Environment: STUDY_OUT (default reports/study); STUDY_ANALYSIS (the analysis binary, default
-# build/ufp4, which is then built first; tests/test_study_pipeline.py gives a stand-in); and those
-# of scripts/study.sh and scripts/study_followup.sh, which it calls.
+# build/ufp4, which is then built first; tests/test_study_pipeline.py gives a stand-in);
+# EVAL_COMMIT; and those of scripts/study.sh and scripts/study_followup.sh, which it calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${STUDY_OUT:-reports/study}
@@ -72,12 +75,38 @@ if [[ -z ${STUDY_ANALYSIS:-} ]]; then
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DUFP4_SANITIZE=OFF -DUFP4_FUZZ=OFF >/dev/null
   cmake --build build -j"$(nproc)" --target ufp4 ufp4_shared >/dev/null # libufp4.so: schedule_design.py
 fi
-version=$("$ufp4" version)
-echo "$version"
-if [[ $version == *dirty* ]]; then # its analyses would name a commit that holds none of its code
-  echo "study_pipeline.sh: $ufp4 was built from a tree with uncommitted changes; commit first" >&2
-  exit 2
-fi
+# The analysis binary must be a build of a commit: its analyses name that commit. Checked here and
+# again before each analysis, since build/ may be rebuilt while a sitting runs.
+analysis_clean() {
+  local version
+  version=$("$ufp4" version)
+  if [[ $version == *dirty* ]]; then # its analyses would name a commit that holds none of its code
+    echo "study_pipeline.sh: $ufp4 was built from a tree with uncommitted changes; commit first" >&2
+    exit 2
+  fi
+  [[ ${1:-} != --say ]] || echo "$version"
+}
+analysis_clean --say
+# Exit 2 unless every secondary test of the analysis $1 is over $2 seeds, moving the file aside so
+# that the next call makes it again. `ufp4 study` leaves out of a secondary a seed whose run of it
+# is missing (docs/STUDY.md section 9); a follow-up's registered tests are those secondaries, at
+# their registered seeds.
+full_secondaries() {
+  python3 - "$1" "$2" <<'EOF2' || { mv "$1" "$1.short"; exit 2; }
+import json, sys
+path, n = sys.argv[1], int(sys.argv[2])
+try:
+    with open(path) as f:
+        sec = json.load(f)["secondary"]
+    short = ["%s vs %s: n %s" % (s["recipe"], s["reference"], s["d"]["n"]) for s in sec
+             if s["d"]["n"] != n or s["d"]["valid"] is not True]
+except (OSError, ValueError, KeyError, TypeError) as e:
+    sys.exit("study_pipeline.sh: %s: no secondary tests (%s)" % (path, e))
+if not sec or short:
+    sys.exit("study_pipeline.sh: %s: tests not over the %d seeds (moved to analysis.json.short): %s"
+             % (path, n, "; ".join(short) or "none"))
+EOF2
+}
 
 # The study's binary (which study_followup.sh needs too) and the packed runs; then the decisions
 # already made and kept in results/study.
@@ -138,9 +167,11 @@ if [[ ! -f reports/fos/analysis/analysis.json ]]; then
   done
   step "Four Over Six: the analysis"
   depths reports/fos
+  analysis_clean
   "$ufp4" study --out reports/fos/analysis --seeds 12 "${depth_args[@]}" \
     --secondary 'e2m1-4over6 vs e2m1' --secondary 'nvfp4-4over6 vs nvfp4' \
     --secondary 'e2m1-4over6 vs ufp4' --secondary 'nvfp4-4over6 vs ufp4'
+  full_secondaries reports/fos/analysis/analysis.json 12
 fi
 # The diagnostics per run and operand (descriptive): the 4/6 choice, and alpha, SQNR, shrink bias,
 # underflow and clipping of all five recipes in training.
@@ -172,6 +203,12 @@ L=${BASH_REMATCH[1]}
 N=${BASH_REMATCH[2]}
 sched=reports/schedule
 ev=$sched/eval-q
+# The evaluating binary (RESULTS.md section 4: all evaluations from one binary, b7bd1db or later):
+# built from EVAL_COMMIT into .eval/build as the study's binary is from STUDY_COMMIT, never from the
+# working tree, whose HEAD moves with every commit of results, so that a sitting on a fresh machine
+# evaluates with the binary of the evaluations it restores.
+EVAL_COMMIT=${EVAL_COMMIT:-6c505a05b154f7b788333bd2ea656bcbfd0faf91}
+evaluator=.eval/build/ufp4
 # Packed: the runs trained here, the scheduled ones and, for seeds beyond the study's n, the others
 # (ARCHIVE_SKIP_COPIES: a copy of a study run comes back from the study's archives).
 packed="bf16 fp32 e2m1 ufp4 nvfp4 e2m1_0_bf16_0.9 ufp4_0_bf16_0.9 nvfp4_0_bf16_0.9"
@@ -186,7 +223,7 @@ evaluate() {
   for q in e2m1 ufp4 nvfp4; do
     rc=0
     scripts/eval_runs.py "$sched/L$L" "$ev/L$L" --step 2000 --seeds "$1" --runs "${q}_0_bf16_0.9" \
-      --binary "$ufp4" --recipe "$q" --data "${STUDY_DATA:-data/shards/sotu-bpe2048}" || rc=$?
+      --binary "$evaluator" --recipe "$q" --data "${STUDY_DATA:-data/shards/sotu-bpe2048}" || rc=$?
     ((rc == 0 || (rc == 3 && !$2))) || return "$rc"
   done
 }
@@ -195,6 +232,7 @@ sched_archive() {
     ARCHIVE_GATE=$ev scripts/study_archive.sh "$sched" "$N"
 }
 if [[ ! -f $ev/analysis/analysis.json ]]; then
+  scripts/pinned_build.sh "$EVAL_COMMIT" .eval/src "$(dirname "$evaluator")"
   scripts/study_restore.sh "$sched" results/schedule
   mkdir -p "$ev" # the archive's gate, before anything is evaluated
   for ((k = 2; k <= N + 1; k += 2)); do
@@ -207,12 +245,15 @@ if [[ ! -f $ev/analysis/analysis.json ]]; then
   evaluate "$N" 1
   sched_archive
   step "the final BF16 phase: the analyses"
+  analysis_clean
   "$ufp4" study --out "$sched/analysis" --seeds "$N" --depth "$L=$sched/L$L" "${recovery[@]}"
   "$ufp4" study --out "$sched/gaps" --seeds "$N" --depth "$L=$sched/L$L" "${gaps[@]}"
   "$ufp4" study --out "$ev/analysis" --seeds "$N" --depth "$L=$ev/L$L" "${recovery[@]}"
+  for a in "$sched/analysis" "$sched/gaps" "$ev/analysis"; do full_secondaries "$a/analysis.json" "$N"; done
 fi
 if [[ ! -f $sched/recovery.json ]]; then # R, R' and the precision effect from the three analyses
   step "the final BF16 phase: the recovered fractions"
+  analysis_clean
   scripts/schedule_recovery.py --dir "$sched"
 fi
 step "done: $out/final, reports/fos/analysis, reports/fos/*.md, $sched/analysis, $sched/gaps, $ev/analysis, $sched/recovery.json"

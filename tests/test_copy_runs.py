@@ -200,7 +200,7 @@ def test_followup_end_to_end():
         commit = re.search(r"^STUDY_COMMIT=\$\{STUDY_COMMIT:-([0-9a-f]+)\}$", f.read(), re.M).group(1)
     with tempfile.TemporaryDirectory() as tmp:
         os.makedirs(os.path.join(tmp, "scripts"))
-        for name in ("study_followup.sh", "copy_runs.py", "study.sh"):
+        for name in ("study_followup.sh", "copy_runs.py", "study.sh", "pinned_build.sh"):
             shutil.copy(os.path.join(SRC, "scripts", name), os.path.join(tmp, "scripts", name))
         binary = os.path.join(tmp, ".study", "build", "ufp4")
         os.makedirs(os.path.dirname(binary))

@@ -9,11 +9,12 @@ to the n the look asks for, the final analysis with the drift and the three seco
 Six in pairs to 12, its analysis and scripts/operand_table.py's six tables (the 4/6 choice of its
 two presets; alpha and the others of all five recipes), the schedule at the L and N that
 scripts/schedule_design.py gives, its three analyses and scripts/schedule_recovery.py on them);
-every scheduled run is evaluated under its own 4-bit recipe by the analysis binary; the follow-ups'
-runs are packed in results/fos and results/schedule (the schedule's with their evaluations, and
+every scheduled run is evaluated under its own 4-bit recipe by the evaluating binary pinned to
+EVAL_COMMIT (.eval/build/ufp4), not by the analysis binary; an analysis of Four Over Six whose tests
+are not over its 12 seeds is refused and made again by the next call; the follow-ups' runs are packed in results/fos and results/schedule (the schedule's with their evaluations, and
 without the copies of the study's runs, which its own archives bring back); the decisions are kept
 in results/ (stage2.json, final/, design.txt); a machine lost in the middle of the schedule loses no
-pair finished and evaluated before it; and on a fresh machine (reports/ and .study/ gone) a call
+pair finished and evaluated before it; and on a fresh machine (reports/, .study/ and .eval/ gone) a call
 gets everything back from results/, reads the decisions back, and trains and evaluates nothing. The
 scratch tree's path holds a space, and each --depth the analyses get must name a folder of runs. The
 study's n is odd (13) and the schedule's N (14) exceeds it.
@@ -36,12 +37,13 @@ SRC = os.environ.get("UFP4_SOURCE_DIR", os.path.join(os.path.dirname(__file__), 
 LIB = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(SRC, "build", "libufp4.so"))
 SCRIPTS = ("study_pipeline.sh", "study.sh", "study_archive.sh", "study_restore.sh", "study_followup.sh",
            "copy_runs.py", "schedule_design.py", "eval_runs.py", "schedule_recovery.py",
-           "study_common.py", "operand_table.py")
+           "study_common.py", "operand_table.py", "pinned_build.sh")
 STAGE2_N = 13  # what the stand-in's look asks for: one stage-2 seed, an odd n
 SCHED_N = 14  # schedule_design.py's N for the stand-in's rows (ufp4_paired_n(0.5, 0.6)): beyond n
 
-# The stand-in for both binaries. Its commit is the study's (the first argument of the stub's
-# creation), so study.sh and study_followup.sh take it as the study's binary. Every call is logged.
+# The stand-in for the three binaries (study, analysis, evaluation). Its commit is given at its
+# creation: the study's for the study's, so study.sh and study_followup.sh take it as the study's
+# binary, and EVAL_COMMIT's for the evaluating one. Every call is logged.
 STUB = r'''#!/usr/bin/env python3
 import json, os, re, sys
 here = os.path.dirname(os.path.abspath(__file__))
@@ -101,7 +103,9 @@ elif args[0] == "study":
         # bf16 (the gap), 0.5 against anything else (the recovery), so R = 0.5
         secs = [args[i + 1].split(" vs ") for i, a in enumerate(args) if a == "--secondary"]
         sec = [{"recipe": x[0], "reference": x[-1] if len(x) > 1 else "bf16",
-                "d": {"p": 0.001, "holm_rejected": True}} for x in secs]
+                "d": {"valid": True, "n": n, "p": 0.001, "holm_rejected": True}} for x in secs]
+        if os.environ.get("STUB_SHORT") and sec:  # a seed missing from one test (a run not there)
+            sec[-1]["d"]["n"] = n - 1
         per = [[1.0 if e["reference"] == "bf16" else 0.5] * n for e in sec]
         depth_args = [args[i + 1] for i, a in enumerate(args) if a == "--depth"]
         for d in depth_args:  # each one word L=DIR, DIR a folder of runs
@@ -141,9 +145,13 @@ def test_pipeline():
         os.makedirs(stub_dir)
         analysis_dir = os.path.join(tmp, "analysis-bin")
         os.makedirs(analysis_dir)
-        for d in (stub_dir, analysis_dir):
+        with open(os.path.join(SRC, "scripts", "study_pipeline.sh")) as f:
+            eval_commit = re.search(r"^EVAL_COMMIT=\$\{EVAL_COMMIT:-([0-9a-f]{40})\}$", f.read(), re.M).group(1)
+        eval_dir = os.path.join(tmp, ".eval", "build")
+        os.makedirs(eval_dir)
+        for d, c in ((stub_dir, commit), (analysis_dir, commit), (eval_dir, eval_commit)):
             with open(os.path.join(d, "ufp4"), "w") as f:
-                f.write(STUB % {"commit": commit[:12], "stage2_n": STAGE2_N})
+                f.write(STUB % {"commit": c[:12], "stage2_n": STAGE2_N})
             os.chmod(os.path.join(d, "ufp4"), 0o755)
         analysis_bin = os.path.join(analysis_dir, "ufp4")
         env = this_python_first(dict(os.environ, STUDY_NP="1", STUDY_ANALYSIS=analysis_bin, UFP4_LIBRARY=LIB),
@@ -189,14 +197,17 @@ def test_pipeline():
         fos = [c for c in compares if "--out reports/fos/" in c]
         check([int(re.search(r"--seeds (\d+)", c).group(1)) for c in fos if "reports/fos/L2 " in c] == [2, 4, 6, 8, 10, 12]
               and len(fos) == 24, "fos calls: %d" % len(fos))
-        check(any(c.startswith("study --out reports/fos/analysis --seeds 12 ") and "'" not in c
-                  and "--secondary e2m1-4over6 vs e2m1" in c for c in studies), "fos analysis: %s" % studies)
+        fos_secs = ("--secondary e2m1-4over6 vs e2m1 --secondary nvfp4-4over6 vs nvfp4 "
+                    "--secondary e2m1-4over6 vs ufp4 --secondary nvfp4-4over6 vs ufp4")
+        check(sum(c.startswith("study --out reports/fos/analysis --seeds 12 ") and "'" not in c
+                  and c.endswith(fos_secs) for c in studies) == 1, "fos analysis: %s" % studies)
         # schedule_design: L = 8 (p 0.02; L = 16 has p 0.2), N = SCHED_N
         sched = [c for c in compares if "--out reports/schedule/" in c]
         check([int(re.search(r"--seeds (\d+)", c).group(1)) for c in sched] == list(range(2, SCHED_N + 1, 2))
               and all("--out reports/schedule/L8 " in c for c in sched), "schedule calls: %s" % sched[:2])
         check(sum(c.startswith("study --out reports/schedule/") for c in studies) == 3, "schedule analyses: %s" % studies)
-        evals = lines(os.path.join(analysis_dir, "evaluated.log"))
+        evals = lines(os.path.join(eval_dir, "evaluated.log"))
+        check(not os.path.exists(os.path.join(analysis_dir, "evaluated.log")), "the analysis binary evaluated")
         check(len(evals) == 3 * SCHED_N and all(re.search(r"/runs/(\w+)_0_bf16_0\.9/seed\d+/.* --recipe \1$", e)
                                            for e in evals), "evaluations: %d, %s" % (len(evals), evals[:2]))
         fos_packs = sorted(os.listdir(os.path.join(tmp, "results", "fos")))
@@ -240,12 +251,24 @@ def test_pipeline():
         check(open(os.path.join(tmp, "results", "schedule", "design.txt")).read().splitlines()[-1]
               == "scripts/study_followup.sh schedule 8 %d" % SCHED_N, "the design kept")
 
-        def fresh_machine():  # only git's files (results/) remain, and a new stand-in of the study binary
+        def fresh_machine():  # only git's files (results/) remain, and new stand-ins of the pinned binaries
             shutil.rmtree(os.path.join(tmp, "reports"))
-            shutil.copy(os.path.join(stub_dir, "ufp4"), os.path.join(tmp, "ufp4.keep"))
-            shutil.rmtree(os.path.join(tmp, ".study"))
-            os.makedirs(stub_dir)
-            shutil.move(os.path.join(tmp, "ufp4.keep"), os.path.join(stub_dir, "ufp4"))
+            for d in (stub_dir, eval_dir):
+                shutil.copy(os.path.join(d, "ufp4"), os.path.join(tmp, "ufp4.keep"))
+                shutil.rmtree(os.path.dirname(d))
+                os.makedirs(d)
+                shutil.move(os.path.join(tmp, "ufp4.keep"), os.path.join(d, "ufp4"))
+
+        # A Four Over Six analysis with a test over 11 seeds (a run not there): refused, set aside,
+        # and made again by the next call.
+        fos_analysis = os.path.join(tmp, "reports", "fos", "analysis", "analysis.json")
+        os.remove(fos_analysis)
+        rc, text = pipeline_env(STUB_SHORT="1")
+        check(rc == 2 and "tests not over the 12 seeds" in text and "nvfp4-4over6 vs ufp4: n 11" in text
+              and not os.path.exists(fos_analysis) and os.path.exists(fos_analysis + ".short"),
+              "a short analysis: exit %d: %s" % (rc, text[-600:]))
+        rc, text = pipeline()
+        check(rc == 0 and os.path.exists(fos_analysis), "after the short analysis: exit %d: %s" % (rc, text[-600:]))
 
         # A machine lost in the middle of the schedule (its step made again from the design): the
         # pairs finished before are packed with their evaluations, and come back, not retrained.
@@ -258,19 +281,19 @@ def test_pipeline():
         packed = sorted(f for f in os.listdir(sched_dir) if f.endswith(".tar.xz"))
         check(packed == ["L8-seeds1-2.tar.xz", "L8-seeds3-4.tar.xz"], "packed before the loss: %s" % packed)
         fresh_machine()
-        n_evals = len(lines(os.path.join(analysis_dir, "evaluated.log")))
+        n_evals = len(lines(os.path.join(eval_dir, "evaluated.log")))
         rc, text = pipeline()
         check(rc == 0, "after the loss: exit %d\n%s" % (rc, text[-3000:]))
         redone = [t for t in lines(os.path.join(stub_dir, "trained.log")) if "/schedule/" in t and
                   re.search(r"_0_bf16_0\.9/seed[1-4]$", t)]
         check(not redone, "after the loss, finished pairs trained again: %s" % redone[:3])
-        check(len(lines(os.path.join(analysis_dir, "evaluated.log"))) - n_evals == 3 * (SCHED_N - 4),
-              "after the loss: %d evaluations, not %d" % (len(lines(os.path.join(analysis_dir, "evaluated.log"))) - n_evals,
+        check(len(lines(os.path.join(eval_dir, "evaluated.log"))) - n_evals == 3 * (SCHED_N - 4),
+              "after the loss: %d evaluations, not %d" % (len(lines(os.path.join(eval_dir, "evaluated.log"))) - n_evals,
                                                            3 * (SCHED_N - 4)))
 
         # And once more on a fresh machine: everything comes back; nothing is trained or evaluated.
         fresh_machine()
-        n_evals = len(lines(os.path.join(analysis_dir, "evaluated.log")))
+        n_evals = len(lines(os.path.join(eval_dir, "evaluated.log")))
         n_analyses = len([c for c in lines(os.path.join(analysis_dir, "calls.log")) if c.startswith("study ")])
         rc, text = pipeline()
         check(rc == 0, "fresh machine: exit %d\n%s" % (rc, text[-3000:]))
@@ -278,7 +301,7 @@ def test_pipeline():
         check(not [c for c in again if "reports/study/" in c], "fresh machine: the study's decisions were recomputed: %s" % again)
         check(not lines(os.path.join(stub_dir, "trained.log")), "fresh machine: trained %s"
               % lines(os.path.join(stub_dir, "trained.log"))[:3])
-        check(len(lines(os.path.join(analysis_dir, "evaluated.log"))) == n_evals, "fresh machine: evaluated again")
+        check(len(lines(os.path.join(eval_dir, "evaluated.log"))) == n_evals, "fresh machine: evaluated again")
 
 
 if __name__ == "__main__":
