@@ -108,6 +108,16 @@ static void test_ablation_rows(void **state) {
   assert_non_null(strstr(out, "'nvfp4@0,bf16@4' is a schedule"));
   assert_int_equal(run("%s compare --data %s/data --out %s/x --target-effect 0", cli, work, work), 2);
   assert_non_null(strstr(out, "--target-effect"));
+  /* --recipe and --schedule set one run's recipe; the grid sets each run's from --recipes, so they
+   * are refused, not ignored, and its help does not offer them */
+  assert_int_equal(run("%s compare --data %s/data --out %s/x --recipes e2m1 --recipe ufp4", cli, work, work), 2);
+  assert_non_null(strstr(out, "compare: --recipe sets one run's recipe"));
+  assert_int_equal(run("%s compare --data %s/data --out %s/x --schedule=e2m1@0,bf16@4", cli, work, work), 2);
+  assert_non_null(strstr(out, "compare: --schedule sets one run's recipe"));
+  assert_int_equal(run("%s compare --help", cli), 0);
+  assert_null(strstr(out, "\n  --recipe "));
+  assert_null(strstr(out, "\n  --schedule "));
+  assert_non_null(strstr(out, "\n  --override ")); /* the other train flags stay */
 }
 
 static void test_drift(void **state) {
@@ -151,6 +161,11 @@ static void test_sweep(void **state) {
   assert_true(exists("%s/sweep/sweep.md", work));
   assert_int_equal(run("%s sweep --data %s/data --out %s/s2 --recipes e2m1", cli, work, work), 2);
   assert_non_null(strstr(out, "bf16"));
+  /* sweep trains each recipe as listed: a schedule would be trained by every run, bf16 too */
+  assert_int_equal(run("%s sweep --data %s/data --out %s/s2 --recipes bf16,e2m1 --schedule 'e2m1@0,bf16@4'", cli, work, work), 2);
+  assert_non_null(strstr(out, "sweep: --schedule sets one run's recipe"));
+  assert_int_equal(run("%s sweep --help", cli), 0);
+  assert_null(strstr(out, "\n  --schedule "));
 }
 
 int main(void) {

@@ -76,6 +76,26 @@ static void test_rht_axes_checked_first(void **state) {
   }
 }
 
+/* Under --schedule the start line names the first phase and the schedule, not --recipe's default
+ * (it said "recipe fp32"), and a --recipe other than the first phase, which the run would ignore, is
+ * refused before training; one that is the first phase, however spelled, is taken. */
+static void test_schedule_start_line(void **state) {
+  (void)state;
+  static char out[1 << 16];
+  const char *fmt = "%s train --data %s/data --out %s/sched%d --steps 4 --layers 1 --d-model 32 --heads 2 --ffn 64 "
+                    "--seq-len 32 --batch 2 --eval-every 0 --eval-batches 1 --no-progress %s";
+  int rc = run(out, sizeof out, fmt, cli, work, work, 0, "--schedule 'e2m1@0,bf16@3'");
+  if (rc || !strstr(out, "ufp4 train: recipe e2m1,grid=e2m1,") ||
+      !strstr(out, "(the first phase of --schedule 'e2m1@0,bf16@3')"))
+    fail_msg("exit %d:\n%s", rc, out);
+  rc = run(out, sizeof out, fmt, cli, work, work, 1, "--recipe ufp4 --schedule 'e2m1@0,bf16@3'");
+  if (rc != 2 || !strstr(out, "is not the first phase of --schedule 'e2m1@0,bf16@3'") || strstr(out, "step 1/"))
+    fail_msg("exit %d:\n%s", rc, out);
+  rc = run(out, sizeof out, fmt, cli, work, work, 2, "--recipe=e2m1,rht=wgrad --schedule 'e2m1@0,bf16@3'");
+  if (rc || !strstr(out, "(the first phase of --schedule"))
+    fail_msg("the first phase respelled: exit %d:\n%s", rc, out);
+}
+
 /* The number after the first "key": in the JSON file dir/name. */
 static double json_number(const char *dir, const char *name, const char *key) {
   char path[8300], *text, quoted[128];
@@ -280,6 +300,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_every_recipe_learns_text),
       cmocka_unit_test(test_rht_axes_checked_first),
+      cmocka_unit_test(test_schedule_start_line),
       cmocka_unit_test(test_eval_and_sample_checkpoint),
       cmocka_unit_test(test_eval_override),
       cmocka_unit_test(test_config_notes),

@@ -159,6 +159,11 @@ static void test_compare_errors(void **state) {
   assert_int_equal(ufp4_compare_check(&o), UFP4_EINVAL);
   assert_non_null(strstr(ufp4_last_error(), "seeds"));
   o.seeds = 1;
+  /* a schedule for the whole grid: each run's is its entry's, so it is refused, not dropped */
+  snprintf(o.train.schedule, sizeof o.train.schedule, "e2m1@0,bf16@4");
+  assert_int_equal(ufp4_compare_check(&o), UFP4_EINVAL);
+  assert_non_null(strstr(ufp4_last_error(), "\"e2m1@0,bf16@4\" is set"));
+  o.train.schedule[0] = '\0';
   o.recipes = "e2m1,nosuchformat";
   assert_true(ufp4_compare_check(&o) < 0);
   assert_non_null(strstr(ufp4_last_error(), "nosuchformat"));
@@ -348,6 +353,11 @@ static void test_sweep_errors(void **state) {
   assert_int_equal(ufp4_sweep_check(&o), UFP4_EINVAL);
   assert_non_null(strstr(ufp4_last_error(), "seeds"));
   o.seeds = 1;
+  /* a schedule would be trained by every run, the bf16 reference too: refused */
+  snprintf(o.train.schedule, sizeof o.train.schedule, "e2m1@0,bf16@4");
+  assert_int_equal(ufp4_sweep_check(&o), UFP4_EINVAL);
+  assert_non_null(strstr(ufp4_last_error(), "without a schedule"));
+  o.train.schedule[0] = '\0';
   /* A run folder that would not fit a run config is refused, not cut (two runs in one folder). */
   char long_out[1100];
   memset(long_out, 'a', sizeof long_out - 1);

@@ -54,7 +54,9 @@ typedef struct {
                          * difference of relative error, in percentage points (report.h);
                          * 0 (default): none */
   FILE *log; /* where the plan and the resume lines go (rank 0); default stderr; NULL = nowhere */
-  ufp4_train_config train; /* every run's configuration but recipe, seed offset and out_dir; by
+  ufp4_train_config train; /* every run's configuration but recipe, seed offset and out_dir (its
+                            * schedule must be empty: a run's schedule is its entry of recipes,
+                            * UFP4_EINVAL otherwise); by
                             * default ufp4_train_config_default() with eval_every = 0,
                             * diag_every = -1, which means steps / 4 (at least 1), ckpt_every =
                             * -1, which means every ceil(steps / 10) steps (at least 1), so that

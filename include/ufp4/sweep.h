@@ -46,7 +46,9 @@ typedef struct {
   int seeds; /* 1..UFP4_MAX_GRID_SEEDS (default 1); the loss is the mean over the seeds */
   FILE *log; /* rank 0's lines (runs done, to resume, to run; stale folders); default stderr;
               * NULL = nowhere */
-  ufp4_train_config train; /* all but the model shape, recipe, seed offset and out_dir; by
+  ufp4_train_config train; /* all but the model shape, recipe, seed offset and out_dir (its
+                            * schedule must be empty: a sweep trains each recipe as listed,
+                            * UFP4_EINVAL otherwise); by
                             * default ufp4_train_config_default() with eval_every = 0,
                             * keep_ckpts = 1 and ckpt_every = -1: every ceil(steps / 10) steps */
 } ufp4_sweep_options;

@@ -45,7 +45,8 @@ static void usage(FILE *out) {
           "                      (docs/STUDY.md, amendment 1); a resumed run records \"OLD+NEW\"\n\n"
           "train flags (as ufp4 train):\n");
   const ufp4_compare_options def = ufp4_compare_options_default();
-  static const char *const own[] = {"--diag-every", "--ckpt-every", NULL}; /* explained above */
+  /* explained above, or refused (ufp4_grid_refused_flags: --recipe, --schedule) */
+  static const char *const own[] = {"--diag-every", "--ckpt-every", "--recipe", "--schedule", NULL};
   ufp4_train_flags_usage(out, &def.train, own);
 }
 
@@ -71,7 +72,7 @@ static int parse(int argc, char **argv, ufp4_compare_options *o) {
     } else if (!r && cli_flag(argv, i, "--no-control")) {
       o->control = 0;
     } else if (!r) {
-      r = ufp4_train_flags_parse_or_fail("compare", argc, argv, &i, &o->train);
+      r = ufp4_grid_flags_parse_or_fail("compare", argc, argv, &i, &o->train);
     }
     if (r < 0) return -1;
   }

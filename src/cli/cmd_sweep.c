@@ -24,7 +24,8 @@ static void usage(FILE *out) {
           "  --no-progress       no progress line on stderr\n\n"
           "train flags (as ufp4 train):\n");
   const ufp4_sweep_options def = ufp4_sweep_options_default();
-  static const char *const own[] = {"--ckpt-every", NULL}; /* explained above */
+  /* explained above, or refused (ufp4_grid_refused_flags: --recipe, --schedule) */
+  static const char *const own[] = {"--ckpt-every", "--recipe", "--schedule", NULL};
   ufp4_train_flags_usage(out, &def.train, own);
 }
 
@@ -42,7 +43,7 @@ static int parse(int argc, char **argv, ufp4_sweep_options *o) {
       if (cli_parse_long("sweep", "--seeds", v, 1, UFP4_MAX_GRID_SEEDS, &n)) return -1;
       o->seeds = (int)n;
     } else if (!r) {
-      r = ufp4_train_flags_parse_or_fail("sweep", argc, argv, &i, &o->train);
+      r = ufp4_grid_flags_parse_or_fail("sweep", argc, argv, &i, &o->train);
     }
     if (r < 0) return -1;
   }

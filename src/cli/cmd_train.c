@@ -116,6 +116,31 @@ static void print_config_notes(const char *config_file, const ufp4_train_config 
     fprintf(stderr, "ufp4 train: note: %s\n", line);
 }
 
+/* With a schedule the run trains its phases, the first one being the run's recipe (train.h): the
+ * start line (resolved, which holds --recipe's resolved spec) names them, and a --recipe that is
+ * not the first phase's, which the run would ignore, is refused. 0, or the exit status. */
+static int say_schedule(const ufp4_train_config *cfg, int argc, char **argv, char *resolved, size_t size) {
+  static ufp4_recipe_schedule sched;
+  ufp4_recipe first;
+  char spec[512];
+  if (ufp4_schedule_parse(cfg->schedule, cfg->steps, &sched) || ufp4_recipe_parse(sched.spec[0], &first)) {
+    cli_error("train", "--schedule");
+    return 2;
+  }
+  ufp4_recipe_format(&first, spec, sizeof spec);
+  for (int i = 1; i < argc; i++)
+    if (!strcmp(argv[i], "--recipe") || !strncmp(argv[i], "--recipe=", 9))
+      if (strcmp(spec, resolved)) {
+        fprintf(stderr,
+                "ufp4 train: --recipe %s is not the first phase of --schedule '%s' (%s), which is the run's "
+                "recipe; leave --recipe out\n",
+                resolved, cfg->schedule, spec);
+        return 2;
+      }
+  snprintf(resolved, size, "%s (the first phase of --schedule '%s')", spec, cfg->schedule);
+  return 0;
+}
+
 /* Trains over all ranks of this process's world (data parallel; the ranks of a node share its
  * cores); returns the exit status. */
 static int run(ufp4_train_config *cfg, const char *data_dir, int resume, const char *resolved,
@@ -165,7 +190,8 @@ int ufp4_cmd_train(int argc, char **argv) {
   }
   /* The cosine ends with the run. */
   if (cfg.optim.total_steps <= 0) cfg.optim.total_steps = cfg.steps;
-  char resolved[512];
-  ufp4_recipe_format(&recipe, resolved, sizeof resolved);
+  char resolved[1600]; /* a spec (under 512) and, with a schedule, its text (under 1024) */
+  ufp4_recipe_format(&recipe, resolved, 512);
+  if (cfg.schedule[0] && (rc = say_schedule(&cfg, argc, argv, resolved, sizeof resolved))) return rc;
   return run(&cfg, data_dir, resume, resolved, config_file);
 }

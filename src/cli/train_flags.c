@@ -128,6 +128,22 @@ int ufp4_train_flags_parse(const char *cmd, int argc, char **argv, int *i, ufp4_
   return 0;
 }
 
+const char *const ufp4_grid_refused_flags[] = {"--recipe", "--schedule", NULL};
+
+int ufp4_grid_flags_parse_or_fail(const char *cmd, int argc, char **argv, int *i, ufp4_train_config *cfg) {
+  for (const char *const *f = ufp4_grid_refused_flags; *f; f++) {
+    const size_t n = strlen(*f);
+    if (!strncmp(argv[*i], *f, n) && (argv[*i][n] == '\0' || argv[*i][n] == '=')) {
+      fprintf(stderr,
+              "ufp4 %s: %s sets one run's recipe (ufp4 train); %s gives each run its own from --recipes "
+              "(see ufp4 %s --help)\n",
+              cmd, *f, cmd, cmd);
+      return -1;
+    }
+  }
+  return ufp4_train_flags_parse_or_fail(cmd, argc, argv, i, cfg);
+}
+
 int ufp4_train_flags_parse_or_fail(const char *cmd, int argc, char **argv, int *i,
                                    ufp4_train_config *cfg) {
   if (cli_flag(argv, *i, "--no-progress")) {

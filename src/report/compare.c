@@ -100,6 +100,12 @@ static int plan(const ufp4_compare_options *o, recipe_list *list) {
   if (o->seeds < 1 || o->seeds > UFP4_MAX_GRID_SEEDS)
     return ufp4_fail(UFP4_EINVAL, "compare: seeds must be in 1..%d (got %d)", UFP4_MAX_GRID_SEEDS,
                      o->seeds);
+  /* Each run's schedule is its entry's (run_config): one set for the whole grid would be dropped. */
+  if (o->train.schedule[0])
+    return ufp4_fail(UFP4_EINVAL,
+                     "compare: the train schedule \"%.200s\" is set, but compare gives each run the "
+                     "schedule of its entry in the recipe list (e.g. \"e2m1;e2m1@0,bf16@0.9\")",
+                     o->train.schedule);
   recipe_list *asked = calloc(1, sizeof *asked);
   if (!asked) return ufp4_fail(UFP4_ENOMEM, "compare: out of memory");
   list->n = 0;

@@ -93,6 +93,12 @@ static int plan(const ufp4_sweep_options *o, ufp4_sweep_result *res) {
   if (o->seeds < 1 || o->seeds > UFP4_MAX_GRID_SEEDS)
     return ufp4_fail(UFP4_EINVAL, "sweep: seeds must be in 1..%d (got %d)", UFP4_MAX_GRID_SEEDS,
                      o->seeds);
+  /* run_config keeps o->train's schedule: every run, the bf16 reference too, would train it. */
+  if (o->train.schedule[0])
+    return ufp4_fail(UFP4_EINVAL,
+                     "sweep: the train schedule \"%.200s\" is set, but a sweep trains each recipe "
+                     "without a schedule (ufp4 compare takes schedules as recipes)",
+                     o->train.schedule);
   int rc = parse_sizes(o->sizes ? o->sizes : "", res);
   if (!rc) rc = parse_recipes(o->recipes ? o->recipes : "", res);
   if (!rc) rc = check_run_dirs(o, res);
