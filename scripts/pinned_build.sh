@@ -19,7 +19,7 @@ commit=$1 src=$2 build=$3
 bin=$build/ufp4
 if [[ ! -x $bin ]] || ! "$bin" version | grep -q "commit ${commit:0:12}"; then
   rm -rf "$build"
-  if [[ -d $src ]]; then git -C "$src" checkout -q --detach "$commit"
+  if [[ -e $src/.git ]]; then git -C "$src" checkout -q --detach "$commit"
   else git worktree add -q --detach "$src" "$commit"; fi
   cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
   cmake --build "$build" -j"$(nproc)" --target ufp4 >/dev/null

@@ -87,12 +87,12 @@ analysis_clean() {
   [[ ${1:-} != --say ]] || echo "$version"
 }
 analysis_clean --say
-# Exit 2 unless every secondary test of the analysis $1 is over $2 seeds, moving the file aside so
-# that the next call makes it again. `ufp4 study` leaves out of a secondary a seed whose run of it
-# is missing (docs/STUDY.md section 9); a follow-up's registered tests are those secondaries, at
-# their registered seeds.
+# Exit 2 unless every secondary test of the analysis in folder $1 is over $2 seeds, moving the
+# folder aside (to $1.short) so that the next call makes it again. `ufp4 study` leaves out of a
+# secondary a seed whose run of it is missing (docs/STUDY.md section 9); a follow-up's registered
+# tests are those secondaries, at their registered seeds.
 full_secondaries() {
-  python3 - "$1" "$2" <<'EOF2' || { mv "$1" "$1.short"; exit 2; }
+  if ! python3 - "$1/analysis.json" "$2" <<'EOF2'; then
 import json, sys
 path, n = sys.argv[1], int(sys.argv[2])
 try:
@@ -103,9 +103,15 @@ try:
 except (OSError, ValueError, KeyError, TypeError) as e:
     sys.exit("study_pipeline.sh: %s: no secondary tests (%s)" % (path, e))
 if not sec or short:
-    sys.exit("study_pipeline.sh: %s: tests not over the %d seeds (moved to analysis.json.short): %s"
+    sys.exit("study_pipeline.sh: %s: tests not over the %d seeds (its folder is moved aside to .short): %s"
              % (path, n, "; ".join(short) or "none"))
 EOF2
+    if [[ -e $1 ]]; then
+      rm -rf "$1.short"
+      mv "$1" "$1.short"
+    fi
+    exit 2
+  fi
 }
 
 # The study's binary (which study_followup.sh needs too) and the packed runs; then the decisions
@@ -127,6 +133,7 @@ if [[ ! -f $out/stage2/stage2.json ]]; then
   scripts/study.sh 12
   step "the stage-2 look (the sd of H1's statistic only)"
   depths "$out"
+  analysis_clean
   "$ufp4" study --sd-only --seeds 12 --out "$out/stage2" "${depth_args[@]}"
   cp "$out/stage2/stage2.json" results/study/stage2.json
 fi
@@ -145,6 +152,7 @@ if [[ ! -f $out/final/analysis.json ]]; then
   # 4. The final analysis (STUDY.md section 9; the secondaries of section 4).
   step "the final analysis"
   depths "$out"
+  analysis_clean
   "$ufp4" study --seeds "$n" --out "$out/final" "${depth_args[@]}" --drift "$out/drift" \
     --secondary nvfp4 --secondary 'e2m1,scale=nvfp4' --secondary 'e2m1,tile2d=1'
   rm -rf results/study/final.tmp
@@ -171,7 +179,7 @@ if [[ ! -f reports/fos/analysis/analysis.json ]]; then
   "$ufp4" study --out reports/fos/analysis --seeds 12 "${depth_args[@]}" \
     --secondary 'e2m1-4over6 vs e2m1' --secondary 'nvfp4-4over6 vs nvfp4' \
     --secondary 'e2m1-4over6 vs ufp4' --secondary 'nvfp4-4over6 vs ufp4'
-  full_secondaries reports/fos/analysis/analysis.json 12
+  full_secondaries reports/fos/analysis 12
 fi
 # The diagnostics per run and operand (descriptive): the 4/6 choice, and alpha, SQNR, shrink bias,
 # underflow and clipping of all five recipes in training.
@@ -246,10 +254,14 @@ if [[ ! -f $ev/analysis/analysis.json ]]; then
   sched_archive
   step "the final BF16 phase: the analyses"
   analysis_clean
+  # Each checked as it is made, $ev/analysis (this block's condition) last: a refused one stops
+  # the call before the block's condition is met, so the next call makes all three again.
   "$ufp4" study --out "$sched/analysis" --seeds "$N" --depth "$L=$sched/L$L" "${recovery[@]}"
+  full_secondaries "$sched/analysis" "$N"
   "$ufp4" study --out "$sched/gaps" --seeds "$N" --depth "$L=$sched/L$L" "${gaps[@]}"
+  full_secondaries "$sched/gaps" "$N"
   "$ufp4" study --out "$ev/analysis" --seeds "$N" --depth "$L=$ev/L$L" "${recovery[@]}"
-  for a in "$sched/analysis" "$sched/gaps" "$ev/analysis"; do full_secondaries "$a/analysis.json" "$N"; done
+  full_secondaries "$ev/analysis" "$N"
 fi
 if [[ ! -f $sched/recovery.json ]]; then # R, R' and the precision effect from the three analyses
   step "the final BF16 phase: the recovered fractions"

@@ -166,6 +166,7 @@ static void test_sweep(void **state) {
   assert_non_null(strstr(out, "sweep: --schedule sets one run's recipe"));
   assert_int_equal(run("%s sweep --help", cli), 0);
   assert_null(strstr(out, "\n  --schedule "));
+  assert_null(strstr(out, "\n  --recipe "));
 }
 
 int main(void) {

@@ -104,8 +104,8 @@ elif args[0] == "study":
         secs = [args[i + 1].split(" vs ") for i, a in enumerate(args) if a == "--secondary"]
         sec = [{"recipe": x[0], "reference": x[-1] if len(x) > 1 else "bf16",
                 "d": {"valid": True, "n": n, "p": 0.001, "holm_rejected": True}} for x in secs]
-        if os.environ.get("STUB_SHORT") and sec:  # a seed missing from one test (a run not there)
-            sec[-1]["d"]["n"] = n - 1
+        if os.environ.get("STUB_SHORT") and os.environ["STUB_SHORT"] == out and sec:  # a seed missing
+            sec[-1]["d"]["n"] = n - 1                                                # from one test
         per = [[1.0 if e["reference"] == "bf16" else 0.5] * n for e in sec]
         depth_args = [args[i + 1] for i, a in enumerate(args) if a == "--depth"]
         for d in depth_args:  # each one word L=DIR, DIR a folder of runs
@@ -261,14 +261,29 @@ def test_pipeline():
 
         # A Four Over Six analysis with a test over 11 seeds (a run not there): refused, set aside,
         # and made again by the next call.
-        fos_analysis = os.path.join(tmp, "reports", "fos", "analysis", "analysis.json")
+        fos_dir = os.path.join(tmp, "reports", "fos", "analysis")
+        fos_analysis = os.path.join(fos_dir, "analysis.json")
         os.remove(fos_analysis)
-        rc, text = pipeline_env(STUB_SHORT="1")
+        rc, text = pipeline_env(STUB_SHORT="reports/fos/analysis")
         check(rc == 2 and "tests not over the 12 seeds" in text and "nvfp4-4over6 vs ufp4: n 11" in text
-              and not os.path.exists(fos_analysis) and os.path.exists(fos_analysis + ".short"),
+              and not os.path.exists(fos_dir) and os.path.exists(os.path.join(fos_dir + ".short", "analysis.json")),
               "a short analysis: exit %d: %s" % (rc, text[-600:]))
         rc, text = pipeline()
         check(rc == 0 and os.path.exists(fos_analysis), "after the short analysis: exit %d: %s" % (rc, text[-600:]))
+        # The same in the schedule's block, whose condition is its last analysis (eval-q's): the
+        # gaps analysis refused stops the call before it, and the next call makes all three again.
+        sched_out = os.path.join(tmp, "reports", "schedule")
+        shutil.rmtree(os.path.join(sched_out, "eval-q", "analysis"))
+        rc, text = pipeline_env(STUB_SHORT="reports/schedule/gaps")
+        check(rc == 2 and "nvfp4 vs bf16: n %d" % (SCHED_N - 1) in text
+              and os.path.isdir(os.path.join(sched_out, "gaps.short"))
+              and not os.path.exists(os.path.join(sched_out, "gaps"))
+              and not os.path.exists(os.path.join(sched_out, "eval-q", "analysis")),
+              "a short schedule analysis: exit %d: %s" % (rc, text[-600:]))
+        rc, text = pipeline()
+        check(rc == 0 and all(os.path.exists(os.path.join(sched_out, a, "analysis.json"))
+                              for a in ("analysis", "gaps", "eval-q/analysis")),
+              "after the short schedule analysis: exit %d: %s" % (rc, text[-600:]))
 
         # A machine lost in the middle of the schedule (its step made again from the design): the
         # pairs finished before are packed with their evaluations, and come back, not retrained.

@@ -117,8 +117,9 @@ static void print_config_notes(const char *config_file, const ufp4_train_config 
 }
 
 /* With a schedule the run trains its phases, the first one being the run's recipe (train.h): the
- * start line (resolved, which holds --recipe's resolved spec) names them, and a --recipe that is
- * not the first phase's, which the run would ignore, is refused. 0, or the exit status. */
+ * start line (resolved, which holds the recipe's resolved spec) names them, and a recipe set by
+ * --recipe or --config that is not the first phase's, which the run would ignore, is refused. 0,
+ * or the exit status. */
 static int say_schedule(const ufp4_train_config *cfg, int argc, char **argv, char *resolved, size_t size) {
   static ufp4_recipe_schedule sched;
   ufp4_recipe first;
@@ -128,15 +129,19 @@ static int say_schedule(const ufp4_train_config *cfg, int argc, char **argv, cha
     return 2;
   }
   ufp4_recipe_format(&first, spec, sizeof spec);
-  for (int i = 1; i < argc; i++)
-    if (!strcmp(argv[i], "--recipe") || !strncmp(argv[i], "--recipe=", 9))
-      if (strcmp(spec, resolved)) {
-        fprintf(stderr,
-                "ufp4 train: --recipe %s is not the first phase of --schedule '%s' (%s), which is the run's "
-                "recipe; leave --recipe out\n",
-                resolved, cfg->schedule, spec);
-        return 2;
-      }
+  /* A recipe was set when --recipe is given or the --config file's differs from the default (a
+   * resume's config.json holds the first phase, so it agrees). */
+  static ufp4_train_config def;
+  def = ufp4_train_config_default();
+  int set = strcmp(cfg->recipe, def.recipe) != 0;
+  for (int i = 1; i < argc; i++) set |= !strcmp(argv[i], "--recipe") || !strncmp(argv[i], "--recipe=", 9);
+  if (set && strcmp(spec, resolved)) {
+    fprintf(stderr,
+            "ufp4 train: the recipe %s (--recipe or --config) is not the first phase of the schedule '%s' (%s), "
+            "which is the run's recipe; leave the recipe out\n",
+            resolved, cfg->schedule, spec);
+    return 2;
+  }
   snprintf(resolved, size, "%s (the first phase of --schedule '%s')", spec, cfg->schedule);
   return 0;
 }

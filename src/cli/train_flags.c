@@ -128,10 +128,9 @@ int ufp4_train_flags_parse(const char *cmd, int argc, char **argv, int *i, ufp4_
   return 0;
 }
 
-const char *const ufp4_grid_refused_flags[] = {"--recipe", "--schedule", NULL};
-
 int ufp4_grid_flags_parse_or_fail(const char *cmd, int argc, char **argv, int *i, ufp4_train_config *cfg) {
-  for (const char *const *f = ufp4_grid_refused_flags; *f; f++) {
+  static const char *const per_run[] = {"--recipe", "--schedule", NULL};
+  for (const char *const *f = per_run; *f; f++) {
     const size_t n = strlen(*f);
     if (!strncmp(argv[*i], *f, n) && (argv[*i][n] == '\0' || argv[*i][n] == '=')) {
       fprintf(stderr,

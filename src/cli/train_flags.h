@@ -20,9 +20,8 @@ int ufp4_train_flags_parse_or_fail(const char *cmd, int argc, char **argv, int *
 /* As ufp4_train_flags_parse_or_fail, for a command that trains a grid of runs (compare, sweep),
  * which sets each run's recipe and schedule from its own --recipes: --recipe and --schedule would
  * be ignored there (or applied to every run, the bf16 reference too), so they are refused with a
- * message naming cmd (-1). ufp4_grid_refused_flags lists them (for the usage's `own`). */
+ * message naming cmd (-1). Their usage leaves both out. */
 int ufp4_grid_flags_parse_or_fail(const char *cmd, int argc, char **argv, int *i, ufp4_train_config *cfg);
-extern const char *const ufp4_grid_refused_flags[];
 
 /* --override PATTERN=SPEC: appends v to the ';'-joined list at[size] (its pattern and spec are
  * checked when the model resolves them, ufp4_model_resolve_recipes); 0, or -1 with a message
