@@ -137,8 +137,8 @@ static int say_schedule(const ufp4_train_config *cfg, int argc, char **argv, cha
   for (int i = 1; i < argc; i++) set |= !strcmp(argv[i], "--recipe") || !strncmp(argv[i], "--recipe=", 9);
   if (set && strcmp(spec, resolved)) {
     fprintf(stderr,
-            "ufp4 train: the recipe %s (--recipe or --config) is not the first phase of the schedule '%s' (%s), "
-            "which is the run's recipe; leave the recipe out\n",
+            "ufp4 train: the recipe %s (of --recipe, --config or a resumed run) is not the first phase "
+            "of the schedule '%s' (%s), which is the run's recipe; leave the recipe out\n",
             resolved, cfg->schedule, spec);
     return 2;
   }
