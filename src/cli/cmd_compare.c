@@ -45,9 +45,8 @@ static void usage(FILE *out) {
           "                      (docs/STUDY.md, amendment 1); a resumed run records \"OLD+NEW\"\n\n"
           "train flags (as ufp4 train):\n");
   const ufp4_compare_options def = ufp4_compare_options_default();
-  /* explained above, or refused (ufp4_grid_flags_parse_or_fail: --recipe, --schedule) */
-  static const char *const own[] = {"--diag-every", "--ckpt-every", "--recipe", "--schedule", NULL};
-  ufp4_train_flags_usage(out, &def.train, own);
+  static const char *const own[] = {"--diag-every", "--ckpt-every", NULL}; /* explained above */
+  ufp4_grid_flags_usage(out, &def.train, own);
 }
 
 /* Flags into o; 1 on success, 0 after printing the usage (missing folders), -1 on a bad flag. */

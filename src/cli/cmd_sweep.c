@@ -24,9 +24,8 @@ static void usage(FILE *out) {
           "  --no-progress       no progress line on stderr\n\n"
           "train flags (as ufp4 train):\n");
   const ufp4_sweep_options def = ufp4_sweep_options_default();
-  /* explained above, or refused (ufp4_grid_flags_parse_or_fail: --recipe, --schedule) */
-  static const char *const own[] = {"--ckpt-every", "--recipe", "--schedule", NULL};
-  ufp4_train_flags_usage(out, &def.train, own);
+  static const char *const own[] = {"--ckpt-every", NULL}; /* explained above */
+  ufp4_grid_flags_usage(out, &def.train, own);
 }
 
 /* Flags into o; 1 on success, 0 after printing the usage (missing folders), -1 on a bad flag. */

@@ -41,14 +41,27 @@ static int listed(const char *flag, const char *const *own) {
   return 0;
 }
 
-void ufp4_train_flags_usage(FILE *out, const ufp4_train_config *def, const char *const *own) {
+/* The train flags that set one run's recipe: a grid command (compare, sweep) gives each run its
+ * own from --recipes, so it refuses these and its help leaves them out. */
+static const char *const grid_refused[] = {"--recipe", "--schedule", NULL};
+
+static void flags_usage(FILE *out, const ufp4_train_config *def, const char *const *own,
+                        const char *const *refused) {
   for (size_t k = 0; k < ufp4_train_n_fields; k++) {
     const ufp4_train_field *f = &ufp4_train_fields[k];
-    if (!f->flag || listed(f->flag, own)) continue;
+    if (!f->flag || listed(f->flag, own) || listed(f->flag, refused)) continue;
     char dflt[600];
     default_text(f, def, dflt, sizeof dflt);
     fprintf(out, "  %-18s  %s%s\n", f->flag, f->help, dflt);
   }
+}
+
+void ufp4_train_flags_usage(FILE *out, const ufp4_train_config *def, const char *const *own) {
+  flags_usage(out, def, own, NULL);
+}
+
+void ufp4_grid_flags_usage(FILE *out, const ufp4_train_config *def, const char *const *own) {
+  flags_usage(out, def, own, grid_refused);
 }
 
 /* A seed must survive config.json, whose numbers are doubles. */
@@ -129,8 +142,7 @@ int ufp4_train_flags_parse(const char *cmd, int argc, char **argv, int *i, ufp4_
 }
 
 int ufp4_grid_flags_parse_or_fail(const char *cmd, int argc, char **argv, int *i, ufp4_train_config *cfg) {
-  static const char *const per_run[] = {"--recipe", "--schedule", NULL};
-  for (const char *const *f = per_run; *f; f++) {
+  for (const char *const *f = grid_refused; *f; f++) {
     const size_t n = strlen(*f);
     if (!strncmp(argv[*i], *f, n) && (argv[*i][n] == '\0' || argv[*i][n] == '=')) {
       fprintf(stderr,

@@ -20,8 +20,11 @@ int ufp4_train_flags_parse_or_fail(const char *cmd, int argc, char **argv, int *
 /* As ufp4_train_flags_parse_or_fail, for a command that trains a grid of runs (compare, sweep),
  * which sets each run's recipe and schedule from its own --recipes: --recipe and --schedule would
  * be ignored there (or applied to every run, the bf16 reference too), so they are refused with a
- * message naming cmd (-1). Their usage leaves both out. */
+ * message naming cmd (-1). */
 int ufp4_grid_flags_parse_or_fail(const char *cmd, int argc, char **argv, int *i, ufp4_train_config *cfg);
+/* ufp4_train_flags_usage for such a command: it also leaves out the flags that
+ * ufp4_grid_flags_parse_or_fail refuses (one list, in train_flags.c). */
+void ufp4_grid_flags_usage(FILE *out, const ufp4_train_config *def, const char *const *own);
 
 /* --override PATTERN=SPEC: appends v to the ';'-joined list at[size] (its pattern and spec are
  * checked when the model resolves them, ufp4_model_resolve_recipes); 0, or -1 with a message
