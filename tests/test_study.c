@@ -359,6 +359,10 @@ static void test_primary(void **state) {
   assert_string_equal(r->secondary_ref[1], "ufp4");
   assert_true(r->secondary[1].rejected && fabs(r->secondary[1].p_holm - 0.025) < 1e-15);
   assert_true(!r->secondary[0].rejected && fabs(r->secondary[0].p_holm - 0.05) < 1e-15);
+  /* each test's MDD at its Holm level: the second step's level is the summary's alpha */
+  assert_true(r->secondary[1].mdd_holm == ufp4_paired_mdd(r->secondary[1].s.sd, 3, 0.025, 0.8));
+  assert_true(r->secondary[1].mdd_holm > r->secondary[1].s.mdd);
+  assert_true(r->secondary[0].mdd_holm == r->secondary[0].s.mdd);
   ufp4_study_free(r);
   o = options();
   o.margin = 0.01; /* ufp4's intervals are no longer inside the margin: H3 rejects but is not supported */
@@ -436,17 +440,24 @@ static void test_holm(void **state) {
     memset(&t[i], 0, sizeof t[i]);
     t[i].valid = 1;
     t[i].s.p = p[i];
+    t[i].s.sd = 1 + i; /* t[1] has sd 2, t[3] sd 4 */
+    t[i].s.n = 7;
   }
   t[2].valid = 0; /* counts as p = 1: last */
-  study_holm(fam, 4, 0.05);
+  study_holm(fam, 4, 0.05, 0.8);
   /* sorted: 0.001 (0.0125: yes), 0.02 (0.05/3: no) -> the rest not reached */
   assert_true(t[1].rejected && fabs(t[1].p_holm - 0.0125) < 1e-15);
   assert_true(!t[3].rejected && fabs(t[3].p_holm - 0.05 / 3) < 1e-15);
   assert_true(!t[0].rejected && isnan(t[0].p_holm) && !t[2].rejected && isnan(t[2].p_holm));
+  /* the MDD at each test's own level, n = 7, power 0.8; SciPy (noncentral t, df 6, brentq on the
+   * two-sided power) gives 1.722689409856 sd at 0.0125 and 1.623679999100 sd at 0.05/3 */
+  assert_true(fabs(t[1].mdd_holm - 2 * 1.722689409856) < 1e-6);
+  assert_true(fabs(t[3].mdd_holm - 4 * 1.623679999100) < 1e-6);
+  assert_true(isnan(t[0].mdd_holm) && isnan(t[2].mdd_holm));
   /* the first step fails: nothing is rejected (t[1]'s earlier rejection is not kept), and only
    * that step has a level */
   t[1].s.p = 0.02;
-  study_holm(fam, 4, 0.05);
+  study_holm(fam, 4, 0.05, 0.8);
   assert_true(!t[1].rejected && fabs(t[1].p_holm - 0.0125) < 1e-15); /* first of the two ties */
   for (int i = 0; i < 4; i++)
     if (i != 1) assert_true(!t[i].rejected && isnan(t[i].p_holm));
@@ -767,6 +778,11 @@ static void test_cli(void **state) {
   assert_non_null(strstr(text, "(the registered n, checked by --seeds)"));
   assert_non_null(strstr(text, "| nvfp4 - e2m1 | 3 | +0.2000 |"));
   assert_non_null(strstr(text, "| nvfp4 - ufp4 | 3 | +2.7000 |"));
+  assert_non_null(strstr(text, "| rejected at level 0.025 (MDD ")); /* nvfp4 - ufp4, Holm's first */
+  assert_non_null(strstr(text, "| not rejected at level 0.05 (MDD "));
+  free(text);
+  text = read_out(out, "analysis.json");
+  assert_non_null(strstr(text, "\"holm_level\":0.025000000000000001,\"mdd_holm\":"));
   free(text);
   snprintf(cmd, sizeof cmd, "%s --seeds 4 --out '%s' > '%s.log' 2>&1", base, out, out);
   assert_int_equal(WEXITSTATUS(system(cmd)), 1);

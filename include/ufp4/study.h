@@ -120,6 +120,9 @@ typedef struct {
   int valid; /* n >= 2 */
   ufp4_paired_summary s;
   double p_holm;   /* the level Holm compared p with (NaN when not reached) */
+  double mdd_holm; /* the MDD at p_holm and the options' power (NaN when not reached or invalid): s.mdd
+                    * is at the summary's alpha, and a test that Holm reached later than first was
+                    * compared with a stricter level than that, where its detectable effect is larger */
   int rejected;    /* by Holm in its family */
 } ufp4_study_test;
 

@@ -235,7 +235,7 @@ static double depth_mean_pp(const study *st, const ufp4_study_result *r, int x, 
 
 void study_test_none(ufp4_study_test *t) {
   memset(t, 0, sizeof *t);
-  t->p_holm = NAN;
+  t->p_holm = t->mdd_holm = NAN;
   t->s.mean = t->s.sd = t->s.se = t->s.t = t->s.p = t->s.lo = t->s.hi = t->s.mdd = t->s.alpha = NAN;
 }
 
@@ -245,7 +245,7 @@ void study_summarize(const double *v, size_t n, double alpha, double power, ufp4
   for (size_t i = 0; f && i < n; i++)
     if (isfinite(v[i])) f[m++] = v[i];
   memset(t, 0, sizeof *t);
-  t->p_holm = NAN;
+  t->p_holm = t->mdd_holm = NAN;
   t->valid = f && m >= 2 && !ufp4_paired_summarize(f, m, LEVEL, alpha, power, &t->s);
   if (!t->valid) {
     study_test_none(t);
@@ -254,7 +254,7 @@ void study_summarize(const double *v, size_t n, double alpha, double power, ufp4
   free(f);
 }
 
-void study_holm(ufp4_study_test **tests, int n, double alpha) {
+void study_holm(ufp4_study_test **tests, int n, double alpha, double power) {
   int order[64];
   for (int i = 0; i < n; i++) order[i] = i;
   for (int i = 1; i < n; i++) /* insertion sort by p, ties in the given order */
@@ -266,10 +266,12 @@ void study_holm(ufp4_study_test **tests, int n, double alpha) {
       order[j] = order[j - 1];
       order[j - 1] = tmp;
     }
-  for (int i = 0; i < n; i++) tests[i]->p_holm = NAN, tests[i]->rejected = 0; /* not reached */
+  for (int i = 0; i < n; i++) /* not reached */
+    tests[i]->p_holm = tests[i]->mdd_holm = NAN, tests[i]->rejected = 0;
   for (int i = 0; i < n; i++) {
     ufp4_study_test *t = tests[order[i]];
     t->p_holm = alpha / (n - i);
+    t->mdd_holm = t->valid ? ufp4_paired_mdd(t->s.sd, t->s.n, t->p_holm, power) : NAN;
     t->rejected = t->valid && t->s.p <= t->p_holm;
     if (!t->rejected) break;
   }
@@ -374,7 +376,7 @@ static int tests(const study *st, const ufp4_study_options *o, ufp4_study_result
     study_summarize(x, n, o->alpha, o->power, &r->per_depth[d]);
     fam[d] = &r->per_depth[d];
   }
-  study_holm(fam, r->n_depths, o->alpha);
+  study_holm(fam, r->n_depths, o->alpha, o->power);
   r->has_control = o->control != NULL;
   r->noise_floor = NAN;
   for (size_t s = 0; s < n; s++) ctl[s] = NAN;
@@ -395,7 +397,7 @@ static int tests(const study *st, const ufp4_study_options *o, ufp4_study_result
     study_summarize(x, n, o->alpha, o->power, &r->secondary[k]);
     fam[k] = &r->secondary[k];
   }
-  study_holm(fam, o->n_secondary, o->alpha);
+  study_holm(fam, o->n_secondary, o->alpha, o->power);
   free(v);
   return 0;
 }
@@ -427,7 +429,7 @@ static void series(const study *st, const ufp4_study_options *o, ufp4_study_resu
 
 static void primary_decisions(const ufp4_study_options *o, ufp4_study_result *r) {
   ufp4_study_test *fam[3] = {&r->h1, &r->h2, &r->h3};
-  study_holm(fam, 3, o->alpha);
+  study_holm(fam, 3, o->alpha, o->power);
   r->h1_supported = r->h1.rejected && r->h1.s.mean > 0;
   r->h2_supported = r->h2.rejected && r->h2.s.mean > 0;
   r->h3_supported = r->has_h3 && r->h3.rejected && r->h3_a[0].s.hi < 0 && r->h3_a[1].s.hi < 0 &&

@@ -331,7 +331,7 @@ static int tests(const ufp4_study_options *o, ufp4_study_result *r, const layout
     measure_tests(o, o->alpha, n, v, &x->a, &x->b, &x->diff, &x->b_equivalent);
     fam[m] = &x->a;
   }
-  study_holm(fam, r->n_h3_secondary, o->alpha);
+  study_holm(fam, r->n_h3_secondary, o->alpha, o->power);
   /* the curves: per block, the seeds' point means */
   for (int c = 0; c < N_CURVES; c++)
     for (int role = 0; role < 2; role++)

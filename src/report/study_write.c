@@ -28,7 +28,8 @@ static void jtest(FILE *f, const char *key, const ufp4_study_test *t) {
   jnum(f, "p", t->s.p), fputc(',', f);
   jnum(f, "mdd", t->s.mdd), fputc(',', f);
   jnum(f, "mdd_alpha", t->s.alpha), fputc(',', f);
-  jnum(f, "holm_level", t->p_holm);
+  jnum(f, "holm_level", t->p_holm), fputc(',', f);
+  jnum(f, "mdd_holm", t->mdd_holm);
   fprintf(f, ",\"holm_rejected\":%s}", t->rejected ? "true" : "false");
 }
 
@@ -247,12 +248,16 @@ static const char *const TABLE_HEAD = "| n | mean | sd | 95% CI | t | p | MDD |"
 /* The rule under a TABLE_HEAD row with a name column before it and one column after it. */
 static const char *const TABLE_RULE = "| --- | --- | --- | --- | --- | --- | --- | --- | --- |";
 
-/* Holm's decision: "rejected at level x", "not rejected at level x", or "not reached" (an earlier
- * step failed, so this test was not compared with any level). */
+/* Holm's decision: "rejected at level x (MDD m)", "not rejected at level x (MDD m)", or "not
+ * reached" (an earlier step failed, so this test was not compared with any level). The MDD column
+ * is at the table's alpha; m is at the level Holm applied, which is what a "not rejected" rules out. */
 static void holm_text(char *buf, size_t n, const ufp4_study_test *t) {
-  if (t->rejected) snprintf(buf, n, "rejected at level %.4g", t->p_holm);
-  else if (isfinite(t->p_holm)) snprintf(buf, n, "not rejected at level %.4g", t->p_holm);
-  else snprintf(buf, n, "not reached");
+  if (!isfinite(t->p_holm)) {
+    snprintf(buf, n, "not reached");
+    return;
+  }
+  int k = snprintf(buf, n, "%s at level %.4g", t->rejected ? "rejected" : "not rejected", t->p_holm);
+  if (k > 0 && (size_t)k < n && isfinite(t->mdd_holm)) snprintf(buf + k, n - (size_t)k, " (MDD %.4f)", t->mdd_holm);
 }
 
 /* The control's relative error (pp) as a cell. */
