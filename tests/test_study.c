@@ -315,6 +315,11 @@ static void test_primary(void **state) {
   assert_true(fabs(r->h2.p_holm - 0.05) < 1e-15);
   assert_true(r->h1.rejected && r->h2.rejected && r->h3.rejected);
   assert_true(r->h1_supported && r->h2_supported && r->h3_supported);
+  /* each H3 arm is compared with H3's level and has its own MDD there (their sd differ) */
+  for (int k = 0; k < 2; k++)
+    assert_true(r->h3_a[k].p_holm == r->h3.p_holm &&
+                r->h3_a[k].mdd_holm == ufp4_paired_mdd(r->h3_a[k].s.sd, 3, 0.05 / 3, 0.8));
+  assert_true(r->h3_a[0].mdd_holm != r->h3_a[1].mdd_holm);
   /* per depth, Holm over four at 0.05: every one rejects, levels by the order of p */
   double levels = 0;
   for (int d = 0; d < 4; d++) assert_true(r->per_depth[d].rejected), levels += r->per_depth[d].p_holm;
@@ -431,6 +436,19 @@ static void test_h3_secondary(void **state) {
   write_drift(2);
 }
 
+/* Whether `want` is on the line of `text` that contains `row`. */
+static int in_row(const char *text, const char *row, const char *want) {
+  char *copy = strdup(text), *save = NULL;
+  int found = 0;
+  for (char *line = copy ? strtok_r(copy, "\n", &save) : NULL; line; line = strtok_r(NULL, "\n", &save))
+    if (strstr(line, row)) {
+      found = strstr(line, want) != NULL;
+      break;
+    }
+  free(copy);
+  return found;
+}
+
 static void test_holm(void **state) {
   (void)state;
   ufp4_study_test t[4];
@@ -454,6 +472,10 @@ static void test_holm(void **state) {
   assert_true(fabs(t[1].mdd_holm - 2 * 1.722689409856) < 1e-6);
   assert_true(fabs(t[3].mdd_holm - 4 * 1.623679999100) < 1e-6);
   assert_true(isnan(t[0].mdd_holm) && isnan(t[2].mdd_holm));
+  t[1].s.sd = 0; /* all seeds equal: nothing is too small to detect, as ufp4_paired_summarize says */
+  study_holm(fam, 4, 0.05, 0.8);
+  assert_true(t[1].rejected && t[1].mdd_holm == 0);
+  t[1].s.sd = 2;
   /* the first step fails: nothing is rejected (t[1]'s earlier rejection is not kept), and only
    * that step has a level */
   t[1].s.p = 0.02;
@@ -564,6 +586,12 @@ static void test_write(void **state) {
   text = read_out(out, "analysis.md");
   assert_non_null(strstr(text, "**supported**"));
   assert_non_null(strstr(text, "| dW cosine mlp.down_proj, e2m1 |"));
+  const char *arm[2] = {"| H3(a): e2m1 slope, forward ratio |", "| H3(a): e2m1 slope, dX ratio |"};
+  for (int k = 0; k < 2; k++) { /* each arm's row: its own MDD at H3's level */
+    char want[64];
+    snprintf(want, sizeof want, "rejected at level 0.01667 (MDD %.4g) |", r->h3_a[k].mdd_holm);
+    assert_true(in_row(text, arm[k], want));
+  }
   assert_null(strstr(text, "nan")); /* no NaN printed as a number */
   free(text);
   text = read_out(out, "depth_series.dat");

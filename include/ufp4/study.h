@@ -120,9 +120,12 @@ typedef struct {
   int valid; /* n >= 2 */
   ufp4_paired_summary s;
   double p_holm;   /* the level Holm compared p with (NaN when not reached) */
-  double mdd_holm; /* the MDD at p_holm and the options' power (NaN when not reached or invalid): s.mdd
-                    * is at the summary's alpha, and a test that Holm reached later than first was
-                    * compared with a stricter level than that, where its detectable effect is larger */
+  double mdd_holm; /* the MDD at p_holm and the options' power (NaN when not reached or invalid; 0 when
+                    * sd is 0, as s.mdd). s.mdd is at the summary's alpha: the same figure when Holm
+                    * compared p with that alpha, larger at a stricter level (the first steps of a
+                    * family summarized at alpha), smaller at a looser one (H1-H3, summarized at
+                    * alpha/3, after their first step). For h3, the IUT's, it is the arm with the
+                    * larger p; each arm of h3_a has its own at the same level. */
   int rejected;    /* by Holm in its family */
 } ufp4_study_test;
 

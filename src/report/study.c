@@ -254,6 +254,11 @@ void study_summarize(const double *v, size_t n, double alpha, double power, ufp4
   free(f);
 }
 
+double study_mdd_at(const ufp4_study_test *t, double level, double power) {
+  if (!t->valid || !isfinite(level)) return NAN;
+  return t->s.sd == 0 ? 0 : ufp4_paired_mdd(t->s.sd, t->s.n, level, power);
+}
+
 void study_holm(ufp4_study_test **tests, int n, double alpha, double power) {
   int order[64];
   for (int i = 0; i < n; i++) order[i] = i;
@@ -271,7 +276,7 @@ void study_holm(ufp4_study_test **tests, int n, double alpha, double power) {
   for (int i = 0; i < n; i++) {
     ufp4_study_test *t = tests[order[i]];
     t->p_holm = alpha / (n - i);
-    t->mdd_holm = t->valid ? ufp4_paired_mdd(t->s.sd, t->s.n, t->p_holm, power) : NAN;
+    t->mdd_holm = study_mdd_at(t, t->p_holm, power);
     t->rejected = t->valid && t->s.p <= t->p_holm;
     if (!t->rejected) break;
   }
@@ -430,6 +435,10 @@ static void series(const study *st, const ufp4_study_options *o, ufp4_study_resu
 static void primary_decisions(const ufp4_study_options *o, ufp4_study_result *r) {
   ufp4_study_test *fam[3] = {&r->h1, &r->h2, &r->h3};
   study_holm(fam, 3, o->alpha, o->power);
+  for (int k = 0; k < 2; k++) { /* the IUT compares each arm with H3's level */
+    r->h3_a[k].p_holm = r->h3.p_holm;
+    r->h3_a[k].mdd_holm = study_mdd_at(&r->h3_a[k], r->h3.p_holm, o->power);
+  }
   r->h1_supported = r->h1.rejected && r->h1.s.mean > 0;
   r->h2_supported = r->h2.rejected && r->h2.s.mean > 0;
   r->h3_supported = r->has_h3 && r->h3.rejected && r->h3_a[0].s.hi < 0 && r->h3_a[1].s.hi < 0 &&

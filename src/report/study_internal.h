@@ -13,9 +13,11 @@ void study_summarize(const double *v, size_t n, double alpha, double power, ufp4
 void study_test_none(ufp4_study_test *t);
 /* Holm's step-down at alpha over tests[0..n) (n <= 64): every p_holm is first NaN and every
  * rejected 0 (not reached); then from the smallest p (an invalid test has p = 1) each is compared
- * with alpha / (n - i) until one fails; a test compared gets mdd_holm, its MDD at that level and
- * `power`. */
+ * with alpha / (n - i) until one fails; a test compared gets mdd_holm, study_mdd_at that level. */
 void study_holm(ufp4_study_test **tests, int n, double alpha, double power);
+/* The MDD of t's per-seed values (its sd and n) at `level` and `power`: NaN for an invalid test or a
+ * level that is not a number, 0 for sd 0 (as ufp4_paired_summarize's mdd). */
+double study_mdd_at(const ufp4_study_test *t, double level, double power);
 /* The least-squares slope of y against x over n points; NaN when the x do not vary or a y is not
  * finite. */
 double study_ls_slope(const double *x, const double *y, int n);

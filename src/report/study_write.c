@@ -248,16 +248,17 @@ static const char *const TABLE_HEAD = "| n | mean | sd | 95% CI | t | p | MDD |"
 /* The rule under a TABLE_HEAD row with a name column before it and one column after it. */
 static const char *const TABLE_RULE = "| --- | --- | --- | --- | --- | --- | --- | --- | --- |";
 
-/* Holm's decision: "rejected at level x (MDD m)", "not rejected at level x (MDD m)", or "not
+/* Holm's decision on t: "rejected at level x (MDD m)", "not rejected at level x (MDD m)", or "not
  * reached" (an earlier step failed, so this test was not compared with any level). The MDD column
- * is at the table's alpha; m is at the level Holm applied, which is what a "not rejected" rules out. */
-static void holm_text(char *buf, size_t n, const ufp4_study_test *t) {
+ * is at the table's alpha; m, mdd's, is at the level Holm applied (for an H3 arm, the arm's own). */
+static void holm_text(char *buf, size_t n, const ufp4_study_test *t, const ufp4_study_test *mdd) {
   if (!isfinite(t->p_holm)) {
     snprintf(buf, n, "not reached");
     return;
   }
   int k = snprintf(buf, n, "%s at level %.4g", t->rejected ? "rejected" : "not rejected", t->p_holm);
-  if (k > 0 && (size_t)k < n && isfinite(t->mdd_holm)) snprintf(buf + k, n - (size_t)k, " (MDD %.4f)", t->mdd_holm);
+  if (k > 0 && (size_t)k < n && isfinite(mdd->mdd_holm))
+    snprintf(buf + k, n - (size_t)k, " (MDD %.4g)", mdd->mdd_holm);
 }
 
 /* The control's relative error (pp) as a cell. */
@@ -280,7 +281,7 @@ static void md_primary(FILE *f, const ufp4_study_result *r, const ufp4_study_opt
   const int sup[2] = {r->h1_supported, r->h2_supported};
   const char *name[2] = {"H1: mean over depths of D", "H2: slope of D vs log2 L"};
   for (int k = 0; k < 2; k++) {
-    holm_text(holm, sizeof holm, t[k]);
+    holm_text(holm, sizeof holm, t[k], t[k]);
     snprintf(buf, sizeof buf, "%s | %s | %s", holm, sup[k] ? "**supported**" : "not supported",
              k == 0 ? ctl : "-");
     md_row(f, name[k], t[k], buf);
@@ -288,7 +289,7 @@ static void md_primary(FILE *f, const ufp4_study_result *r, const ufp4_study_opt
   const char *dir[2] = {"forward ratio", "dX ratio"};
   for (int k = 0; k < 2 && r->has_h3; k++) {
     char nm[120];
-    holm_text(holm, sizeof holm, &r->h3);
+    holm_text(holm, sizeof holm, &r->h3, &r->h3_a[k]);
     snprintf(buf, sizeof buf, "IUT p = %.3g, %s | %s | -", r->h3_p, holm, r->h3_supported ? "**supported**" : "not supported");
     snprintf(nm, sizeof nm, "H3(a): %s slope, %s", o->a, dir[k]);
     md_row(f, nm, &r->h3_a[k], buf);
@@ -327,7 +328,7 @@ static void md_depths(FILE *f, const ufp4_study_result *r, const ufp4_study_opti
   for (int d = 0; d < r->n_depths; d++) {
     const ufp4_study_test *t = &r->per_depth[d], *g = &r->settle[d];
     char holm[64], ctl[96], name[16];
-    holm_text(holm, sizeof holm, t);
+    holm_text(holm, sizeof holm, t, t);
     control_cell(ctl, sizeof ctl, r, &r->control_depth[d]);
     snprintf(name, sizeof name, "%d", r->depth[d]);
     char extra[700];
@@ -371,7 +372,7 @@ static void md_secondary(FILE *f, const ufp4_study_result *r, const ufp4_study_o
   for (int k = 0; k < r->n_secondary; k++) {
     char name[300];
     snprintf(name, sizeof name, "%s - %s", o->secondary[k], r->secondary_ref[k]);
-    holm_text(holm, sizeof holm, &r->secondary[k]);
+    holm_text(holm, sizeof holm, &r->secondary[k], &r->secondary[k]);
     snprintf(extra, sizeof extra, "%s | %s", holm, ctl);
     md_row(f, name, &r->secondary[k], extra);
   }
@@ -389,7 +390,7 @@ static void md_h3(FILE *f, const ufp4_study_result *r, const ufp4_study_options 
   for (int m = 0; m < r->n_h3_secondary; m++) {
     const ufp4_study_h3_measure *x = &r->h3_secondary[m];
     char name[160], holm[64], eq[96];
-    holm_text(holm, sizeof holm, &x->a);
+    holm_text(holm, sizeof holm, &x->a, &x->a);
     snprintf(name, sizeof name, "%s, %s", x->name, o->a);
     md_row(f, name, &x->a, holm);
     snprintf(name, sizeof name, "%s, %s", x->name, o->b);
@@ -436,7 +437,8 @@ static void md(FILE *f, const ufp4_study_result *r, const ufp4_study_options *o,
           r->n_seeds, o->seeds > 0 ? " (the registered n, checked by --seeds)" : "", r->sd_pp, o->target_nats,
           r->target_pp, o->baseline, o->alpha, o->power, r->h1.s.mdd);
   fprintf(f, "\nA test that does not reject is reported with its interval and MDD: effects above the MDD would have "
-             "been detected with probability %g; it is not evidence of no effect.\n",
+             "been detected with probability %g, at the level Holm applied for the MDD in its Holm cell; it is not "
+             "evidence of no effect.\n",
           o->power);
 }
 
